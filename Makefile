@@ -1,0 +1,72 @@
+# Fast TensorFlow Training: `make run` executes the course, `make test` proves it works.
+# Both create the virtual environment first if it is missing (needs python3.11 and pip).
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+PROFILE ?= quick
+TEST_BUILD := build/test
+PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider
+# The tests never reach for the network: data sets fall back to bundled data.
+TEST_ENV := COURSE_OFFLINE=1 MPLBACKEND=Agg
+
+.PHONY: help venv run test lint check-notebooks unit notebooks nbval clean-notebooks \
+        set-repo clean
+
+help:
+	@echo "make run [PROFILE=quick|full]  execute every notebook into build/ and print a summary"
+	@echo "make test                      lint, notebook checks, unit tests, notebook runs, nbval"
+	@echo "make clean-notebooks           strip outputs, normalise metadata and URLs"
+	@echo "make set-repo REPO=owner/name [BRANCH=main]  point badges and installs elsewhere"
+
+$(STAMP): requirements.txt pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -r requirements.txt
+	$(BIN)/python -m pip install -q --no-deps -e .
+	@touch $@
+
+venv: $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/python -m tools.run_notebooks --profile $(PROFILE)
+
+# Stages run in this order and stop at the first that fails.
+test: $(STAMP)
+	@$(MAKE) --no-print-directory lint
+	@$(MAKE) --no-print-directory check-notebooks
+	@$(MAKE) --no-print-directory unit
+	@$(MAKE) --no-print-directory notebooks
+	@$(MAKE) --no-print-directory nbval
+
+lint: $(STAMP)
+	$(BIN)/ruff check helpers tests tools notebooks
+
+check-notebooks: $(STAMP)
+	$(BIN)/python -m tools.nbclean --check
+	$(BIN)/python -m tools.nbcheck
+
+unit: $(STAMP)
+	$(TEST_ENV) $(PYTEST) -n 2 -m "not notebooks"
+
+# Executes every notebook with the `test` profile into build/test/executed,
+# and every invalid parameter value from notebooks/profiles.toml.
+notebooks: $(STAMP)
+	rm -rf $(TEST_BUILD)
+	$(TEST_ENV) $(PYTEST) -n 2 -m notebooks
+
+# Re-executes the parameterised copies; cells marked NBVAL_CHECK_OUTPUT must match.
+nbval: $(STAMP)
+	$(TEST_ENV) $(PYTEST) -n 2 --dist loadfile --nbval-lax $(TEST_BUILD)/executed/*.ipynb
+
+clean-notebooks: $(STAMP)
+	$(BIN)/python -m tools.nbclean
+
+set-repo: $(STAMP)
+	@test -n "$(REPO)" || (echo "usage: make set-repo REPO=owner/name [BRANCH=main]" && exit 2)
+	$(BIN)/python -m tools.set_repo "$(REPO)" "$(or $(BRANCH),main)"
+	$(BIN)/python -m tools.nbclean
+
+clean:
+	rm -rf build

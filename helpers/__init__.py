@@ -1,0 +1,13 @@
+"""Shared, tested code for the Fast TensorFlow Training notebooks.
+
+Importing this package first (before TensorFlow) turns TensorFlow's C++ log
+chatter down, so that a notebook's output is what the lesson shows; see
+:mod:`helpers.logs`. Each module's public functions name the notebooks that
+use them.
+"""
+
+from helpers import logs as _logs
+
+_logs.quiet_native_logs()
+
+__version__ = "0.1.0"

@@ -1,0 +1,243 @@
+"""Image data sets: the real ones through Keras, or an announced offline fallback.
+
+MNIST, Fashion-MNIST and CIFAR-10 come from ``keras.datasets`` when they can be
+reached (or are already cached). Offline, or when ``COURSE_OFFLINE=1`` is set
+(the test suite sets it), the loader falls back to scikit-learn's bundled 8x8
+handwritten digits, resized and padded to the requested shape, or to generated
+images; it always says so on screen. It never substitutes silently.
+Used by: 01_runtime_check, 02, 03, 04, 05, 06.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass, field
+
+import numpy as np
+
+#: Real data sets: image shape, class names and the Keras loader's name.
+REAL = {
+    "mnist": {"shape": (28, 28, 1), "classes": [str(d) for d in range(10)]},
+    "fashion_mnist": {
+        "shape": (28, 28, 1),
+        "classes": [
+            "T-shirt/top",
+            "Trouser",
+            "Pullover",
+            "Dress",
+            "Coat",
+            "Sandal",
+            "Shirt",
+            "Sneaker",
+            "Bag",
+            "Ankle boot",
+        ],
+    },
+    "cifar10": {
+        "shape": (32, 32, 3),
+        "classes": [
+            "airplane",
+            "automobile",
+            "bird",
+            "cat",
+            "deer",
+            "dog",
+            "frog",
+            "horse",
+            "ship",
+            "truck",
+        ],
+    },
+}
+#: Offline data sets, always available: bundled digits and generated shapes.
+OFFLINE = ("digits", "synthetic")
+DATASETS = tuple(REAL) + OFFLINE
+OFFLINE_ENV = "COURSE_OFFLINE"
+
+
+@dataclass
+class ImageData:
+    """Train and test images (uint8, NHWC) with integer labels, and where they came from."""
+
+    name: str
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x_test: np.ndarray
+    y_test: np.ndarray
+    class_names: list[str]
+    source: str
+    fell_back: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        return tuple(self.x_train.shape[1:])
+
+    def summary(self) -> str:
+        n_train, n_test = len(self.x_train), len(self.x_test)
+        return (
+            f"{self.name}: {n_train} train + {n_test} test images of {self.shape}, "
+            f"{len(self.class_names)} classes; source: {self.source}"
+        )
+
+
+def offline_requested(environ=None) -> bool:
+    """True when ``COURSE_OFFLINE`` is set to 1/true/yes (the test suite sets it)."""
+    env = os.environ if environ is None else environ
+    return env.get(OFFLINE_ENV, "").strip().lower() in ("1", "true", "yes")
+
+
+def load(
+    name: str = "mnist",
+    *,
+    shape: tuple[int, int, int] | None = None,
+    limit: int | None = None,
+    offline: bool | None = None,
+    seed: int = 0,
+    verbose: bool = True,
+) -> ImageData:
+    """Load ``name`` (one of :data:`DATASETS`) as uint8 images, falling back when offline.
+
+    ``shape`` resizes the offline fallbacks (a real data set keeps its own
+    shape; default: the real data set's shape). ``limit`` keeps at most that
+    many training images (test images: a fifth of it). ``offline=True`` skips
+    the download; ``None`` follows ``COURSE_OFFLINE``.
+    """
+    if name not in DATASETS:
+        raise ValueError(f"dataset={name!r} is unknown: use one of {', '.join(DATASETS)}")
+    if offline is None:
+        offline, why = offline_requested(), f"{OFFLINE_ENV}=1 is set"
+    else:
+        why = "offline=True was asked for"
+    target = shape or REAL.get(name, REAL["mnist"])["shape"]
+    data = None
+    if name in REAL and not offline:
+        data, reason = _try_keras(name)
+    elif name in REAL:
+        reason = why
+    if data is None and name in REAL:
+        data = _fallback(target, seed, replacing=name)
+        data.notes.insert(0, f"Could not load {name} ({reason}).")
+    elif data is None:
+        data = _digits(target, seed) if name == "digits" else _synthetic(target, seed)
+    data = _limit(data, limit, seed)
+    if verbose:
+        for note in data.notes:
+            print(note)
+        print(data.summary())
+    return data
+
+
+def _try_keras(name: str) -> tuple[ImageData | None, str]:
+    import keras
+
+    previous = socket.getdefaulttimeout()
+    socket.setdefaulttimeout(20)  # a blocked network fails in seconds, not minutes
+    try:
+        (x_train, y_train), (x_test, y_test) = getattr(keras.datasets, name).load_data()
+    except Exception as error:  # no network, a cut download, a corrupt cache file
+        return None, f"{type(error).__name__}: {str(error)[:160]}"
+    finally:
+        socket.setdefaulttimeout(previous)
+    if x_train.ndim == 3:
+        x_train, x_test = x_train[..., None], x_test[..., None]
+    return (
+        ImageData(
+            name=name,
+            x_train=x_train,
+            y_train=y_train.reshape(-1).astype("int64"),
+            x_test=x_test,
+            y_test=y_test.reshape(-1).astype("int64"),
+            class_names=list(REAL[name]["classes"]),
+            source=f"keras.datasets.{name}",
+        ),
+        "",
+    )
+
+
+def _fallback(shape, seed: int, replacing: str) -> ImageData:
+    try:
+        data = _digits(shape, seed)
+    except ImportError:
+        data = _synthetic(shape, seed)
+    data.name = f"{data.name} (standing in for {replacing})"
+    data.fell_back = True
+    data.notes.append(
+        f"FELL BACK: using {data.source} instead of {replacing}; "
+        f"the labels are {', '.join(data.class_names[:3])}, ..., not {replacing}'s classes."
+    )
+    return data
+
+
+def resize_and_pad(images: np.ndarray, shape, margin_fraction: float = 2 / 7) -> np.ndarray:
+    """Resize float images (N, h, w) in [0, 1] into ``shape`` as uint8, with an MNIST-like margin.
+
+    MNIST centres each 20x20 digit in a 28x28 frame (8/28 of the side is margin);
+    the same fraction is used here. Channels are repeated when ``shape`` has 3.
+    """
+    from PIL import Image
+
+    height, width, channels = shape
+    pad_y, pad_x = round(height * margin_fraction / 2), round(width * margin_fraction / 2)
+    inner = (width - 2 * pad_x, height - 2 * pad_y)
+    out = np.zeros((len(images), height, width), dtype=np.uint8)
+    for i, image in enumerate(images):
+        small = Image.fromarray(np.uint8(np.clip(image, 0, 1) * 255))
+        out[i, pad_y : pad_y + inner[1], pad_x : pad_x + inner[0]] = np.asarray(
+            small.resize(inner, Image.Resampling.BILINEAR)
+        )
+    return np.repeat(out[..., None], channels, axis=-1)
+
+
+def _split(name, x, y, classes, source, seed, test_fraction=1 / 6) -> ImageData:
+    order = np.random.default_rng(seed).permutation(len(x))
+    x, y = x[order], y[order]
+    n_test = int(len(x) * test_fraction)
+    return ImageData(name, x[n_test:], y[n_test:], x[:n_test], y[:n_test], classes, source)
+
+
+def _digits(shape, seed: int) -> ImageData:
+    from sklearn.datasets import load_digits  # bundled with scikit-learn, no download
+
+    digits = load_digits()
+    images = resize_and_pad(digits.images / 16.0, shape)
+    source = f"scikit-learn's bundled 8x8 digits, resized to {shape[0]}x{shape[1]}"
+    labels = digits.target.astype("int64")
+    return _split("digits", images, labels, [str(d) for d in range(10)], source, seed)
+
+
+def _synthetic(shape, seed: int, count: int = 2400) -> ImageData:
+    """Generated images: class k is a bright square at one of 10 positions, plus noise."""
+    rng = np.random.default_rng(seed)
+    height, width, channels = shape
+    labels = rng.integers(0, 10, size=count).astype("int64")
+    images = rng.normal(0.1, 0.05, size=(count, height, width))
+    side = max(2, height // 5)
+    for i, label in enumerate(labels):
+        row, col = divmod(int(label), 5)
+        top = (row * 2 + 1) * height // 5 - side // 2 + rng.integers(-1, 2)
+        left = col * width // 5 + rng.integers(0, 2)
+        images[i, max(top, 0) : top + side, max(left, 0) : left + side] += 0.8
+    pixels = np.uint8(np.clip(images, 0, 1) * 255)
+    pixels = np.repeat(pixels[..., None], channels, axis=-1)
+    classes = [f"square {k}" for k in range(10)]
+    return _split("synthetic", pixels, labels, classes, "generated squares (synthetic)", seed)
+
+
+def _limit(data: ImageData, limit: int | None, seed: int) -> ImageData:
+    if limit is None or limit >= len(data.x_train):
+        return data
+    rng = np.random.default_rng(seed)
+    keep = rng.choice(len(data.x_train), size=limit, replace=False)
+    keep_test = rng.choice(
+        len(data.x_test), size=min(len(data.x_test), max(1, limit // 5)), replace=False
+    )
+    data.x_train, data.y_train = data.x_train[keep], data.y_train[keep]
+    data.x_test, data.y_test = data.x_test[keep_test], data.y_test[keep_test]
+    return data
+
+
+def to_float(images: np.ndarray, low: float = 0.0, high: float = 1.0) -> np.ndarray:
+    """uint8 images to float32 in [low, high] (use -1, 1 for a GAN's tanh output)."""
+    return (images.astype("float32") / 255.0) * (high - low) + low

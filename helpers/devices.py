@@ -1,0 +1,243 @@
+"""Which accelerators this runtime has, and a plain verdict on what to do.
+
+Used by: 01_runtime_check, and through :mod:`helpers.strategy` by every notebook.
+"""
+
+from __future__ import annotations
+
+import glob as _glob
+import importlib.util
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from helpers.environment import detect_platform, nvidia_smi
+
+#: Mime type of the record :func:`announce` leaves in a notebook's outputs;
+#: ``make run`` reads it to say which device ran each notebook.
+DEVICE_MIME = "application/vnd.fast-tf-course.device+json"
+
+TPU_INSTALL_HINT = (
+    "pip install tensorflow-tpu==<your TF version> "
+    "--find-links https://storage.googleapis.com/libtpu-tf-releases/index.html, "
+    "then restart the session"
+)
+
+
+@dataclass
+class GPU:
+    """One GPU as TensorFlow sees it."""
+
+    index: int
+    name: str
+    compute_capability: str | None = None
+    memory_mib: int | None = None
+
+    def describe(self) -> str:
+        parts = [self.name]
+        if self.compute_capability:
+            parts.append(f"compute {self.compute_capability}")
+        if self.memory_mib:
+            parts.append(f"{self.memory_mib / 1024:.1f} GiB")
+        return ", ".join(parts)
+
+
+@dataclass
+class TPUStatus:
+    """Whether this runtime has a TPU, and whether TensorFlow can reach it."""
+
+    hardware: bool
+    resolver: object | None = None
+    message: str = "no TPU on this runtime"
+
+    @property
+    def usable(self) -> bool:
+        return self.resolver is not None
+
+
+@dataclass
+class Verdict:
+    """The one-line answer to "what will TensorFlow run on?", and what to do."""
+
+    kind: str  # "tpu", "gpu" or "cpu"
+    headline: str
+    advice: str
+    details: dict = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return f"{self.headline}\n{self.advice}"
+
+
+def list_gpus(smi: list[dict] | None = None) -> list[GPU]:
+    """The GPUs TensorFlow can use, with name, compute capability and memory.
+
+    Memory comes from ``nvidia-smi`` (matched by index) when it is there.
+    Used by: 01, 02, 06.
+    """
+    import tensorflow as tf
+
+    smi = nvidia_smi() if smi is None else smi
+    gpus = []
+    for index, device in enumerate(tf.config.list_physical_devices("GPU")):
+        details = tf.config.experimental.get_device_details(device) or {}
+        capability = details.get("compute_capability")
+        gpus.append(
+            GPU(
+                index=index,
+                name=details.get("device_name", device.name),
+                compute_capability=".".join(map(str, capability)) if capability else None,
+                memory_mib=smi[index]["memory_total_mib"] if index < len(smi) else None,
+            )
+        )
+    return gpus
+
+
+def tpu_hardware_present(
+    environ: Mapping[str, str] | None = None, glob: Callable = _glob.glob
+) -> bool:
+    """True where the runtime looks like a TPU machine (Colab TPU VM, Kaggle TPU)."""
+    env = os.environ if environ is None else environ
+    if any(env.get(key) for key in ("TPU_NAME", "COLAB_TPU_ADDR", "TPU_ACCELERATOR_TYPE")):
+        return True
+    return bool(glob("/dev/accel[0-9]*") or glob("/dev/vfio/[0-9]*"))
+
+
+def tensorflow_has_tpu_support(has_module: Callable | None = None) -> bool:
+    """True if a TPU runtime library for TensorFlow (``tensorflow-tpu``/libtpu) is installed."""
+    has_module = has_module or (lambda name: importlib.util.find_spec(name) is not None)
+    return bool(has_module("libtpu") or has_module("tensorflow_tpu"))
+
+
+def detect_tpu(
+    platform: str | None = None,
+    environ: Mapping[str, str] | None = None,
+    glob: Callable = _glob.glob,
+    resolver_factory: Callable | None = None,
+    has_tpu_support: Callable[[], bool] = tensorflow_has_tpu_support,
+) -> TPUStatus:
+    """Find a TPU without touching the network where there is none.
+
+    On Colab the TPU is attached to the VM: ``TPUClusterResolver(tpu='local')``
+    (the bare ``TPUClusterResolver()`` from older posts fails there with "Please
+    provide a TPU Name"). On Kaggle the default resolver reads ``TPU_NAME``.
+    Since 2025, Colab TPU runtimes may ship no TensorFlow TPU support at all;
+    then the message says what to install. Used by: 01, 05.
+    """
+    platform = platform or detect_platform(environ)
+    if not tpu_hardware_present(environ, glob):
+        return TPUStatus(hardware=False)
+    if platform == "colab" and not has_tpu_support():
+        return TPUStatus(
+            hardware=True,
+            message="this Colab TPU runtime has no TensorFlow TPU support: " + TPU_INSTALL_HINT,
+        )
+    if resolver_factory is None:
+        import tensorflow as tf
+
+        resolver_factory = tf.distribute.cluster_resolver.TPUClusterResolver
+    kwargs = {"tpu": "local"} if platform == "colab" else {}
+    try:
+        resolver = resolver_factory(**kwargs)
+    except Exception as error:  # the resolver raises ValueError, NotFoundError, ...
+        return TPUStatus(
+            hardware=True,
+            message=f"a TPU seems attached but TensorFlow could not resolve it ({error}); "
+            + TPU_INSTALL_HINT,
+        )
+    call = f"TPUClusterResolver({'tpu=' + repr(kwargs['tpu']) if kwargs else ''})"
+    return TPUStatus(hardware=True, resolver=resolver, message=f"TPU found through {call}")
+
+
+def verdict(
+    gpus: list[GPU], tpu: TPUStatus, platform: str = "local", smi: list[dict] | None = None
+) -> Verdict:
+    """A plain verdict: what TensorFlow will run on here, and what to do about it.
+
+    Used by: 01.
+    """
+    smi = smi or []
+    if tpu.usable:
+        return Verdict("tpu", "TPU: ready for TPUStrategy.", "Open notebook 05 to train on it.")
+    if gpus:
+        names = "; ".join(g.describe() for g in gpus)
+        count = f"{len(gpus)} GPUs" if len(gpus) > 1 else "GPU"
+        return Verdict(
+            "gpu",
+            f"{count}: {names}. TensorFlow will place ops there by default.",
+            "Next: notebook 02 measures how much faster it is than the CPU.",
+        )
+    if tpu.hardware:
+        return Verdict("cpu", "CPU only: a TPU is attached but unusable.", tpu.message)
+    if smi:
+        return Verdict(
+            "cpu",
+            f"CPU only: nvidia-smi sees {smi[0]['name']}, but TensorFlow does not.",
+            "This TensorFlow build cannot use it (CPU-only build or a CUDA mismatch). On Colab, "
+            "keep the preinstalled TensorFlow; on Linux, pip install 'tensorflow[and-cuda]'.",
+        )
+    advice = {
+        "colab": "In Colab: Runtime > Change runtime type > T4 GPU, then run all cells again.",
+        "kaggle": "In Kaggle: Settings > Accelerator > GPU T4 x2, then run all cells again.",
+    }.get(
+        platform,
+        "No GPU here. Everything in this course still runs, only slower; "
+        "open it in Colab for a free GPU.",
+    )
+    return Verdict("cpu", "CPU only: TensorFlow will run everything on the processor.", advice)
+
+
+def announce(kind: str, description: str, **details) -> None:
+    """Say on screen which device runs the work, and leave a record ``make run`` reads.
+
+    Used by: every notebook, once, where it states its device.
+    """
+    text = f"Running on: {description}"
+    record = {"kind": kind, "description": description, **details}
+    try:
+        from IPython import get_ipython
+        from IPython.display import display
+    except ImportError:
+        print(text)
+        return
+    if get_ipython() is None:
+        print(text)
+        return
+    display({"text/plain": text, DEVICE_MIME: record}, raw=True)
+
+
+def device_name(kind: str) -> str:
+    """The TensorFlow device string for a kind ("tpu", "gpu", "cpu")."""
+    return {"tpu": "/TPU:0", "gpu": "/GPU:0"}.get(kind, "/CPU:0")
+
+
+def placement_check(kind: str, size: int) -> dict:
+    """Multiply two ``size`` x ``size`` matrices on ``kind``'s device; report where and how long.
+
+    A sanity check, not a benchmark: the first call includes start-up work, and
+    the second is a single sample (notebook 02 measures properly). Each clock
+    stops only after the result is read back, so GPU work is really done.
+    Used by: 01.
+    """
+    import time
+
+    import tensorflow as tf
+
+    with tf.device(device_name(kind)):
+        a = tf.random.normal((size, size), seed=1)
+        timings = []
+        for _ in range(2):
+            start = time.perf_counter()
+            product = tf.matmul(a, a)
+            float(tf.reduce_sum(product))  # reading a value back waits for the device
+            timings.append(time.perf_counter() - start)
+    result = {
+        "placed on": product.device,
+        "first call (s)": round(timings[0], 4),
+        "second call (s)": round(timings[1], 4),
+        "second call GFLOP/s (one sample)": round(2 * size**3 / timings[1] / 1e9, 1),
+    }
+    if kind in ("gpu", "tpu"):
+        memory = tf.config.experimental.get_memory_info(device_name(kind).strip("/"))
+        result["device memory in use (MiB)"] = round(memory["current"] / 2**20, 1)
+        result["device memory peak (MiB)"] = round(memory["peak"] / 2**20, 1)
+    return result

@@ -1,0 +1,83 @@
+"""Small display helpers: tables that read well in Colab and in plain text.
+
+Used by: every notebook.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping, Sequence
+
+
+class Table:
+    """A table shown as HTML in a notebook and as aligned text everywhere else."""
+
+    def __init__(self, rows: Sequence[Sequence[object]], headers: Sequence[str], title: str = ""):
+        self.headers = [str(h) for h in headers]
+        self.rows = [[_cell(value) for value in row] for row in rows]
+        self.title = title
+        for row in self.rows:
+            if len(row) != len(self.headers):
+                raise ValueError(f"row {row} has {len(row)} cells, expected {len(self.headers)}")
+
+    @classmethod
+    def from_mapping(cls, mapping: Mapping, headers=("", "Value"), title: str = "") -> Table:
+        return cls([[key, value] for key, value in mapping.items()], headers, title)
+
+    def __repr__(self) -> str:
+        table = [self.headers, *self.rows]
+        widths = [max(len(row[i]) for row in table) for i in range(len(self.headers))]
+
+        def line(cells):
+            return "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
+
+        out = [self.title] if self.title else []
+        out += [line(self.headers), line(["-" * w for w in widths])]
+        out += [line(row) for row in self.rows]
+        return "\n".join(out)
+
+    def _repr_html_(self) -> str:
+        head = "".join(f"<th style='text-align:left'>{html.escape(h)}</th>" for h in self.headers)
+        body = "".join(
+            "<tr>"
+            + "".join(f"<td style='text-align:left'>{html.escape(c)}</td>" for c in row)
+            + "</tr>"
+            for row in self.rows
+        )
+        caption = f"<caption>{html.escape(self.title)}</caption>" if self.title else ""
+        return f"<table>{caption}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _cell(value: object) -> str:
+    if isinstance(value, float):
+        return f"{value:.3g}"
+    return str(value)
+
+
+def image_grid(images, labels=None, class_names=None, count: int = 16, title: str = ""):
+    """Show the first ``count`` images (uint8 or float, NHWC) in a square grid; return the figure.
+
+    Used by: 01, 03, 04.
+    """
+    import math
+
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    count = min(count, len(images))
+    side = math.ceil(math.sqrt(count))
+    fig, axes = plt.subplots(side, side, figsize=(1.6 * side, 1.6 * side + 0.3), squeeze=False)
+    for i, ax in enumerate(axes.flat):
+        ax.axis("off")
+        if i >= count:
+            continue
+        image = np.asarray(images[i])
+        gray = image.shape[-1] == 1
+        ax.imshow(image[..., 0] if gray else image, cmap="gray" if gray else None)
+        if labels is not None:
+            label = int(labels[i])
+            ax.set_title(class_names[label] if class_names else str(label), fontsize=8)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig

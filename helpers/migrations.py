@@ -1,0 +1,103 @@
+"""Advice from blog posts that today's TensorFlow removed, and what replaced it.
+
+Each row carries a probe run against the TensorFlow in this runtime, so the
+notebook shows, live, that the old call is gone. Source of the facts:
+TF 2.21 / Keras 3 release notes (summarised in the course's reference notes).
+Used by: 01_runtime_check.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass
+class Migration:
+    old: str
+    new: str
+    probe: Callable[[], str]  # what this runtime says about the old call
+
+
+def _has(path: str) -> Callable[[], str]:
+    """Probe: does ``tf.<path>`` / ``keras.<path>`` still exist here?"""
+
+    def probe() -> str:
+        import keras
+        import tensorflow as tf
+
+        root_name, *parts = path.split(".")
+        obj = {"tf": tf, "keras": keras}[root_name]
+        for part in parts:
+            if not hasattr(obj, part):
+                return "gone"
+            obj = getattr(obj, part)
+        return "still present"
+
+    return probe
+
+
+def _pip_package(name: str) -> Callable[[], str]:
+    def probe() -> str:
+        try:
+            return f"installed ({importlib.metadata.version(name)})"
+        except importlib.metadata.PackageNotFoundError:
+            return "not installed (good)"
+
+    return probe
+
+
+def _gpu_device_name() -> str:
+    import tensorflow as tf
+
+    name = tf.test.gpu_device_name()
+    return f"returns {name!r}" + (" (no GPU: an empty string, easy to miss)" if not name else "")
+
+
+def _not_checkable() -> str:
+    return "n/a (depends on the runtime)"
+
+
+MIGRATIONS = [
+    Migration(
+        "pip install tensorflow-gpu",
+        "pip install 'tensorflow[and-cuda]' (Linux); on Colab keep the preinstalled TF",
+        _pip_package("tensorflow-gpu"),
+    ),
+    Migration(
+        "tf.keras.mixed_precision.experimental.set_policy(...)",
+        "keras.mixed_precision.set_global_policy('mixed_float16' or 'mixed_bfloat16')",
+        _has("keras.mixed_precision.experimental"),
+    ),
+    Migration(
+        "keras.utils.multi_gpu_model(model, gpus=N)",
+        "tf.distribute.MirroredStrategy(); build and compile inside strategy.scope()",
+        _has("keras.utils.multi_gpu_model"),
+    ),
+    Migration(
+        "tf.ConfigProto(gpu_options=...allow_growth=True)",
+        "tf.config.experimental.set_memory_growth(gpu, True), before the first op",
+        _has("tf.ConfigProto"),
+    ),
+    Migration(
+        "tf.test.gpu_device_name() / tf.test.is_gpu_available()",
+        "tf.config.list_physical_devices('GPU')",
+        _gpu_device_name,
+    ),
+    Migration(
+        "optimizer.get_scaled_loss(loss)",
+        "keras.optimizers.LossScaleOptimizer: opt.scale_loss(loss), then opt.apply(grads)",
+        _has("keras.optimizers.LossScaleOptimizer.get_scaled_loss"),
+    ),
+    Migration(
+        "TPUClusterResolver() on Colab",
+        "TPUClusterResolver(tpu='local') on Colab; TPUClusterResolver() on Kaggle",
+        _not_checkable,
+    ),
+]
+
+
+def migration_rows() -> list[list[str]]:
+    """Rows of (seen in posts, use today, what this runtime says). Used by: 01."""
+    return [[m.old, m.new, m.probe()] for m in MIGRATIONS]

@@ -1,0 +1,162 @@
+"""Validate a notebook's papermill parameters, failing with one clear line.
+
+Every notebook calls :func:`validate` in the cell right after its
+``parameters`` cell. An invalid value raises :class:`ParameterError` whose
+message names the parameter, the value given and what is allowed; inside
+IPython the error shows as that one line, not a traceback.
+Used by: every notebook.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from types import SimpleNamespace
+
+Rule = Callable[[str, object], object]
+
+
+class ParameterError(ValueError):
+    """An invalid notebook parameter."""
+
+
+def _fail(name: str, value: object, allowed: str) -> ParameterError:
+    return ParameterError(f"Invalid parameter {name}={value!r}: {allowed}.")
+
+
+def one_of(*choices: object) -> Rule:
+    """Allow exactly these values."""
+
+    def rule(name: str, value: object) -> object:
+        if value not in choices:
+            raise _fail(name, value, "allowed values are " + ", ".join(map(repr, choices)))
+        return value
+
+    return rule
+
+
+def integer(minimum: int | None = None, maximum: int | None = None) -> Rule:
+    """Allow an integer (not a bool) within the given bounds."""
+    if minimum is not None and maximum is not None:
+        allowed = f"expected an integer from {minimum} to {maximum}"
+    elif minimum is not None:
+        allowed = f"expected an integer >= {minimum}"
+    elif maximum is not None:
+        allowed = f"expected an integer <= {maximum}"
+    else:
+        allowed = "expected an integer"
+
+    def rule(name: str, value: object) -> object:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise _fail(name, value, allowed)
+        if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+            raise _fail(name, value, allowed)
+        return value
+
+    return rule
+
+
+def number(minimum: float | None = None, maximum: float | None = None) -> Rule:
+    """Allow an int or float within the given (inclusive) bounds."""
+    allowed = f"expected a number from {minimum} to {maximum}"
+
+    def rule(name: str, value: object) -> object:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise _fail(name, value, allowed)
+        if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+            raise _fail(name, value, allowed)
+        return float(value)
+
+    return rule
+
+
+def boolean() -> Rule:
+    """Allow True or False only (papermill passes real booleans)."""
+
+    def rule(name: str, value: object) -> object:
+        if not isinstance(value, bool):
+            raise _fail(name, value, "expected True or False")
+        return value
+
+    return rule
+
+
+def check(test: Callable[[object], bool], allowed: str) -> Rule:
+    """Allow values for which ``test(value)`` is true; ``allowed`` says which."""
+
+    def rule(name: str, value: object) -> object:
+        if not test(value):
+            raise _fail(name, value, allowed)
+        return value
+
+    return rule
+
+
+def all_of(*rules: Rule) -> Rule:
+    """Apply several rules in order; the first that fails reports."""
+
+    def rule(name: str, value: object) -> object:
+        for each in rules:
+            value = each(name, value)
+        return value
+
+    return rule
+
+
+def validate(echo: bool = True, **specs: tuple[object, Rule]) -> SimpleNamespace:
+    """Check each ``name=(value, rule)``; return the values as attributes.
+
+    With ``echo`` (the default) it prints one line listing the values in force.
+
+    >>> p = validate(epochs=(3, integer(1)))
+    Parameters: epochs=3
+    >>> p.epochs
+    3
+    """
+    values = {}
+    for name, spec in specs.items():
+        if not (isinstance(spec, tuple) and len(spec) == 2 and callable(spec[1])):
+            raise TypeError(f"validate({name}=...) takes a (value, rule) pair")
+        value, rule = spec
+        values[name] = rule(name, value)
+    params = SimpleNamespace(**values)
+    if echo:
+        print("Parameters:", show(params))
+    return params
+
+
+def show(params: SimpleNamespace, names: Iterable[str] | None = None) -> str:
+    """One line listing the parameters in force, e.g. ``epochs=3, batch_size=64``."""
+    items = vars(params)
+    names = list(items) if names is None else list(names)
+    return ", ".join(f"{name}={items[name]!r}" for name in names)
+
+
+def _one_line(shell, etype, evalue, tb, tb_offset=None):
+    """IPython custom exception handler: report the error as one line, no traceback.
+
+    IPython ignores what a custom handler returns when code fails, so it sends
+    the error itself (the cell still fails, and papermill stops there).
+    """
+    line = f"{etype.__name__}: {evalue}"
+    show = getattr(shell, "_showtraceback", None)
+    if show is not None:
+        show(etype, evalue, [line])
+    else:
+        print(line)
+    return [line]
+
+
+def install_ipython_handler() -> bool:
+    """Show :class:`ParameterError` in IPython as its one line (the cell still fails)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    if shell is None:
+        return False
+    shell.set_custom_exc((ParameterError,), _one_line)
+    return True
+
+
+install_ipython_handler()

@@ -1,0 +1,149 @@
+"""Choose a ``tf.distribute`` strategy: TPU > several GPUs > one GPU > CPU.
+
+The CPU can be split into N logical devices first, so that multi-replica code
+(``MirroredStrategy``) runs and is tested without the hardware.
+Used by: 01_runtime_check, and every notebook that trains.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from helpers.devices import TPUStatus, detect_tpu, list_gpus
+
+ACCELERATORS = ("auto", "cpu", "gpu", "tpu")
+
+
+class LateConfigurationError(RuntimeError):
+    """A device setting came after TensorFlow had already started its devices."""
+
+
+class AcceleratorUnavailable(RuntimeError):
+    """The accelerator that was asked for is not on this runtime."""
+
+
+@dataclass
+class StrategyChoice:
+    """The strategy picked, and a sentence saying what it runs on."""
+
+    strategy: object
+    kind: str  # "tpu", "gpu" or "cpu"
+    replicas: int
+    description: str
+
+
+def split_cpu(count: int) -> int:
+    """Split the CPU into ``count`` logical devices; must run before TF's first op.
+
+    Asking again for the count already in force is fine. Asking for another
+    count after TensorFlow has started raises :class:`LateConfigurationError`
+    with what to do (restart the kernel), instead of TF's cryptic RuntimeError.
+    Used by: 05, 07 (and tests of distributed code).
+    """
+    import tensorflow as tf
+
+    if count < 1:
+        raise ValueError(f"count={count} is invalid: a CPU splits into 1 or more devices")
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    try:
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(count)]
+        )
+    except RuntimeError:
+        have = len(tf.config.list_logical_devices("CPU"))
+        if have == count:
+            return count
+        raise LateConfigurationError(
+            f"TensorFlow already started with {have} logical CPU device(s), so it cannot be "
+            f"split into {count} now. Restart the kernel (Colab: Runtime > Restart session) "
+            "and run the notebook from the top."
+        ) from None
+    return count
+
+
+def available_accelerators(tpu: TPUStatus | None = None, gpus: list | None = None) -> list[str]:
+    """The values of ``accelerator`` that this runtime can honour. Used by: every notebook."""
+    gpus = list_gpus() if gpus is None else gpus
+    tpu = detect_tpu() if tpu is None else tpu
+    return ["auto", "cpu"] + (["gpu"] if gpus else []) + (["tpu"] if tpu.usable else [])
+
+
+def accelerator_rule(tpu: TPUStatus | None = None, gpus: list | None = None):
+    """A :mod:`helpers.params` rule: the accelerator asked for must be on this runtime.
+
+    Asking for a TPU where there is none fails in the validation cell, with one
+    line saying what this runtime has. Used by: every notebook's validation cell.
+    """
+    from helpers.params import ParameterError
+
+    def rule(name: str, value: object) -> object:
+        if value not in ACCELERATORS:
+            allowed = ", ".join(map(repr, ACCELERATORS))
+            raise ParameterError(
+                f"Invalid parameter {name}={value!r}: allowed values are {allowed}."
+            )
+        here = available_accelerators(tpu, gpus)
+        if value not in here:
+            raise ParameterError(
+                f"Invalid parameter {name}={value!r}: this runtime has no {str(value).upper()}; "
+                f"allowed here: {', '.join(map(repr, here))}."
+            )
+        return value
+
+    return rule
+
+
+def choose_strategy(
+    accelerator: str = "auto",
+    logical_cpus: int = 0,
+    tpu: TPUStatus | None = None,
+    gpus: list | None = None,
+) -> StrategyChoice:
+    """Pick the strategy for ``accelerator`` ("auto", "cpu", "gpu" or "tpu").
+
+    "auto" takes the best device present: TPU, then all GPUs (MirroredStrategy),
+    then one GPU, then the CPU (MirroredStrategy over ``logical_cpus`` devices
+    when that is 2 or more). Asking for "gpu" or "tpu" where there is none raises
+    :class:`AcceleratorUnavailable`: never silently run on something else.
+    Used by: 01, 02, 04, 05, 07.
+    """
+    import tensorflow as tf
+
+    if accelerator not in ACCELERATORS:
+        raise ValueError(f"accelerator={accelerator!r} is invalid: use one of {ACCELERATORS}")
+    if logical_cpus >= 2:
+        split_cpu(logical_cpus)
+    if accelerator in ("auto", "tpu"):
+        tpu = detect_tpu() if tpu is None else tpu
+        if tpu.usable:
+            tf.config.experimental_connect_to_cluster(tpu.resolver)
+            tf.tpu.experimental.initialize_tpu_system(tpu.resolver)
+            strategy = tf.distribute.TPUStrategy(tpu.resolver)
+            n = strategy.num_replicas_in_sync
+            return StrategyChoice(strategy, "tpu", n, f"TPU with {n} cores (TPUStrategy)")
+        if accelerator == "tpu":
+            raise AcceleratorUnavailable(f"accelerator='tpu' but {tpu.message}")
+    if accelerator in ("auto", "gpu"):
+        gpus = list_gpus() if gpus is None else gpus
+        if len(gpus) > 1:
+            strategy = tf.distribute.MirroredStrategy()
+            names = ", ".join(g.name for g in gpus)
+            return StrategyChoice(
+                strategy, "gpu", len(gpus), f"{len(gpus)} GPUs ({names}), MirroredStrategy"
+            )
+        if gpus:
+            strategy = tf.distribute.OneDeviceStrategy("/gpu:0")
+            return StrategyChoice(strategy, "gpu", 1, f"GPU {gpus[0].describe()}")
+        if accelerator == "gpu":
+            raise AcceleratorUnavailable(
+                "accelerator='gpu' but TensorFlow sees no GPU on this runtime"
+            )
+    cpus = tf.config.list_logical_devices("CPU")
+    if len(cpus) > 1:
+        strategy = tf.distribute.MirroredStrategy([d.name for d in cpus])
+        return StrategyChoice(
+            strategy, "cpu", len(cpus), f"CPU split into {len(cpus)} logical devices"
+        )
+    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+    return StrategyChoice(strategy, "cpu", 1, f"CPU ({os.cpu_count()} cores)")

@@ -1,0 +1,68 @@
+import numpy as np
+import pytest
+
+from helpers import data
+
+
+def test_offline_mnist_falls_back_to_bundled_digits_and_says_so(capsys):
+    images = data.load("mnist")
+    out = capsys.readouterr().out
+    assert "Could not load mnist (COURSE_OFFLINE=1 is set)." in out
+    assert "FELL BACK" in out and "scikit-learn" in out
+    assert images.fell_back and "standing in for mnist" in images.name
+    assert images.x_train.shape[1:] == (28, 28, 1) and images.x_train.dtype == np.uint8
+    assert len(images.x_train) + len(images.x_test) == 1797
+    assert set(np.unique(images.y_train)) == set(range(10))
+
+
+def test_offline_cifar10_has_cifar_shape():
+    images = data.load("cifar10", verbose=False)
+    assert images.x_train.shape[1:] == (32, 32, 3) and images.fell_back
+
+
+def test_digits_are_centred_like_mnist():
+    images = data.load("digits", shape=(28, 28, 1), verbose=False)
+    border = np.concatenate([images.x_train[:, :4].ravel(), images.x_train[:, -4:].ravel()])
+    assert border.max() == 0 and images.x_train[:, 4:24].max() > 200
+    assert not images.fell_back  # digits asked for is digits given
+
+
+def test_synthetic_classes_differ():
+    images = data.load("synthetic", shape=(28, 28, 1), verbose=False)
+    means = [images.x_train[images.y_train == k].mean(axis=0) for k in range(10)]
+    assert min(np.abs(means[a] - means[b]).max() for a in range(10) for b in range(a)) > 50
+
+
+def test_limit_and_to_float():
+    images = data.load("digits", limit=100, verbose=False)
+    assert len(images.x_train) == 100 and len(images.x_test) == 20
+    scaled = data.to_float(images.x_train, -1, 1)
+    assert scaled.dtype == np.float32 and scaled.min() >= -1 and scaled.max() <= 1
+
+
+def test_unknown_dataset_lists_the_known_ones():
+    with pytest.raises(ValueError, match="imagenet.*mnist, fashion_mnist, cifar10"):
+        data.load("imagenet")
+
+
+def test_keras_is_used_when_reachable(monkeypatch):
+    import keras
+
+    x = np.full((5, 28, 28), 7, dtype=np.uint8)
+    y = np.arange(5, dtype=np.uint8)
+    monkeypatch.setattr(keras.datasets.fashion_mnist, "load_data", lambda: ((x, y), (x, y)))
+    images = data.load("fashion_mnist", offline=False, verbose=False)
+    assert not images.fell_back and images.source == "keras.datasets.fashion_mnist"
+    assert images.x_train.shape == (5, 28, 28, 1) and images.class_names[9] == "Ankle boot"
+
+
+def test_a_failed_download_falls_back_with_the_reason(monkeypatch, capsys):
+    import keras
+
+    def fail():
+        raise Exception("URL fetch failure: Name or service not known")
+
+    monkeypatch.setattr(keras.datasets.mnist, "load_data", fail)
+    images = data.load("mnist", offline=False)
+    assert images.fell_back
+    assert "Could not load mnist (Exception: URL fetch failure" in capsys.readouterr().out

@@ -1,0 +1,90 @@
+import pytest
+
+from helpers import devices
+from helpers.devices import GPU, TPUStatus
+
+
+def no_devices(pattern):
+    return []
+
+
+def test_tpu_hardware_hints():
+    assert not devices.tpu_hardware_present({}, glob=no_devices)
+    assert devices.tpu_hardware_present({"TPU_NAME": "t1"}, glob=no_devices)
+    assert devices.tpu_hardware_present({}, glob=lambda p: ["/dev/accel0"] if "accel" in p else [])
+
+
+def test_no_tpu_hardware_never_calls_the_resolver():
+    def resolver(**kwargs):
+        raise AssertionError("must not try to resolve a TPU where none can be attached")
+
+    status = devices.detect_tpu("local", {}, no_devices, resolver_factory=resolver)
+    assert not status.hardware and not status.usable
+
+
+def test_colab_tpu_uses_local_resolver():
+    calls = []
+    status = devices.detect_tpu(
+        "colab",
+        {"COLAB_TPU_ADDR": "x"},
+        no_devices,
+        resolver_factory=lambda **kw: calls.append(kw) or "resolver",
+        has_tpu_support=lambda: True,
+    )
+    assert calls == [{"tpu": "local"}]
+    assert status.usable and "tpu='local'" in status.message
+
+
+def test_kaggle_tpu_uses_default_resolver():
+    calls = []
+    status = devices.detect_tpu(
+        "kaggle",
+        {"TPU_NAME": "local"},
+        no_devices,
+        resolver_factory=lambda **kw: calls.append(kw) or "resolver",
+    )
+    assert calls == [{}] and status.usable
+
+
+def test_colab_tpu_without_tensorflow_tpu_support_says_what_to_install():
+    status = devices.detect_tpu(
+        "colab",
+        {"COLAB_TPU_ADDR": "x"},
+        no_devices,
+        resolver_factory=lambda **kw: pytest.fail("no resolver without TPU support"),
+        has_tpu_support=lambda: False,
+    )
+    assert status.hardware and not status.usable
+    assert "tensorflow-tpu" in status.message and "restart" in status.message
+
+
+def test_resolver_failure_is_reported_not_raised():
+    def failing(**kwargs):
+        raise ValueError("Please provide a TPU Name to connect to.")
+
+    status = devices.detect_tpu("kaggle", {"TPU_NAME": "x"}, no_devices, resolver_factory=failing)
+    assert not status.usable and "Please provide a TPU Name" in status.message
+
+
+def test_verdicts():
+    t4 = GPU(0, "Tesla T4", "7.5", 15360)
+    assert devices.verdict([], TPUStatus(True, resolver="r")).kind == "tpu"
+    gpu = devices.verdict([t4], TPUStatus(False))
+    assert gpu.kind == "gpu" and "Tesla T4" in gpu.headline and "15.0 GiB" in gpu.headline
+    colab = devices.verdict([], TPUStatus(False), platform="colab")
+    assert colab.kind == "cpu" and "Runtime > Change runtime type" in colab.advice
+    assert "Accelerator" in devices.verdict([], TPUStatus(False), platform="kaggle").advice
+    hidden = devices.verdict([], TPUStatus(False), smi=[{"name": "Tesla T4"}])
+    assert hidden.kind == "cpu" and "nvidia-smi sees Tesla T4" in hidden.headline
+
+
+def test_this_machine_has_no_gpu_and_the_op_runs_on_the_cpu(tf):
+    assert devices.list_gpus(smi=[]) == []
+    check = devices.placement_check("cpu", 64)
+    assert check["placed on"].endswith("CPU:0")
+    assert check["first call (s)"] > 0 and check["second call GFLOP/s (one sample)"] > 0
+
+
+def test_announce_prints_outside_ipython(capsys):
+    devices.announce("cpu", "CPU (2 cores)")
+    assert capsys.readouterr().out.strip() == "Running on: CPU (2 cores)"

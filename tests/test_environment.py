@@ -1,0 +1,51 @@
+import subprocess
+
+from helpers import environment
+
+SMI = "Tesla T4, 550.54.15, 15360, 3\nNVIDIA H200, 560.35.03, 143771, 0\n"
+
+
+def test_platform_detection():
+    no_module = lambda name: False  # noqa: E731
+    assert environment.detect_platform({"COLAB_RELEASE_TAG": "x"}, no_module) == "colab"
+    assert environment.detect_platform({}, lambda name: name == "google.colab") == "colab"
+    assert environment.detect_platform({"KAGGLE_KERNEL_RUN_TYPE": "i"}, no_module) == "kaggle"
+    assert environment.detect_platform({"HOME": "/root"}, no_module) == "local"
+
+
+def test_parse_nvidia_smi():
+    gpus = environment.parse_nvidia_smi(SMI + "garbage line\n")
+    assert [g["name"] for g in gpus] == ["Tesla T4", "NVIDIA H200"]
+    assert gpus[0] == {
+        "name": "Tesla T4",
+        "driver": "550.54.15",
+        "memory_total_mib": 15360,
+        "memory_used_mib": 3,
+    }
+
+
+def test_nvidia_smi_absent_failing_and_present():
+    def run_ok(cmd, **kw):
+        assert cmd[0] == "nvidia-smi" and "--format=csv,noheader,nounits" in cmd
+        return subprocess.CompletedProcess(cmd, 0, stdout=SMI, stderr="")
+
+    def run_fail(cmd, **kw):
+        return subprocess.CompletedProcess(cmd, 9, stdout="", stderr="driver mismatch")
+
+    def run_hang(cmd, **kw):
+        raise subprocess.TimeoutExpired(cmd, 20)
+
+    found = lambda name: "/usr/bin/" + name  # noqa: E731
+    assert environment.nvidia_smi(run_ok, which=lambda name: None) == []
+    assert environment.nvidia_smi(run_fail, which=found) == []
+    assert environment.nvidia_smi(run_hang, which=found) == []
+    assert len(environment.nvidia_smi(run_ok, which=found)) == 2
+
+
+def test_runtime_info_on_this_cpu_build(tf):
+    info = environment.runtime_info(smi=[])
+    assert info["TensorFlow"] == tf.__version__
+    assert "CPU-only" in info["CUDA (TF built for)"]
+    assert info["NVIDIA driver"].startswith("none")
+    with_gpu = environment.runtime_info(smi=environment.parse_nvidia_smi(SMI))
+    assert with_gpu["NVIDIA driver"] == "550.54.15"

@@ -1,0 +1,18 @@
+from helpers import migrations
+
+
+def test_every_row_is_probed_against_this_tensorflow(tf):
+    rows = migrations.migration_rows()
+    assert len(rows) == len(migrations.MIGRATIONS)
+    probed = {old: status for old, _, status in rows}
+    assert probed["keras.utils.multi_gpu_model(model, gpus=N)"] == "gone"
+    assert probed["tf.ConfigProto(gpu_options=...allow_growth=True)"] == "gone"
+    assert probed["pip install tensorflow-gpu"].startswith("not installed")
+    assert probed["tf.test.gpu_device_name() / tf.test.is_gpu_available()"] == (
+        "returns '' (no GPU: an empty string, easy to miss)"
+    )
+
+
+def test_probe_sees_an_api_that_exists(tf):
+    assert migrations._has("tf.config.list_physical_devices")() == "still present"
+    assert migrations._has("tf.no_such_thing")() == "gone"

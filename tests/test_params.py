@@ -1,0 +1,78 @@
+import pytest
+
+from helpers import params
+from helpers.params import ParameterError
+
+
+def test_valid_values_pass_through(capsys):
+    p = params.validate(
+        epochs=(3, params.integer(1)),
+        lr=(1, params.number(0, 1)),
+        dataset=("mnist", params.one_of("mnist", "cifar10")),
+        mixed=(True, params.boolean()),
+    )
+    assert (p.epochs, p.lr, p.dataset, p.mixed) == (3, 1.0, "mnist", True)
+    assert capsys.readouterr().out == "Parameters: epochs=3, lr=1.0, dataset='mnist', mixed=True\n"
+
+
+@pytest.mark.parametrize(
+    "spec, expected",
+    [
+        ((-1, params.integer(1)), "Invalid parameter x=-1: expected an integer >= 1."),
+        ((9, params.integer(1, 8)), "Invalid parameter x=9: expected an integer from 1 to 8."),
+        ((2.5, params.integer(1)), "Invalid parameter x=2.5: expected an integer >= 1."),
+        ((True, params.integer(0)), "Invalid parameter x=True: expected an integer >= 0."),
+        (("10", params.integer(0)), "Invalid parameter x='10': expected an integer >= 0."),
+        ((2, params.number(0, 1)), "Invalid parameter x=2: expected a number from 0 to 1."),
+        (("yes", params.boolean()), "Invalid parameter x='yes': expected True or False."),
+        (
+            ("svhn", params.one_of("mnist")),
+            "Invalid parameter x='svhn': allowed values are 'mnist'.",
+        ),
+        (
+            (10, params.check(lambda v: v % 8 == 0, "expected a multiple of 8")),
+            "Invalid parameter x=10: expected a multiple of 8.",
+        ),
+    ],
+)
+def test_invalid_values_fail_with_one_line_naming_parameter_value_and_rule(spec, expected):
+    with pytest.raises(ParameterError) as error:
+        params.validate(echo=False, x=spec)
+    assert str(error.value) == expected
+    assert "\n" not in str(error.value)
+
+
+def test_all_of_reports_the_first_failing_rule():
+    rule = params.all_of(params.integer(1), params.check(lambda v: v % 2 == 0, "expected even"))
+    assert rule("b", 4) == 4
+    with pytest.raises(ParameterError, match="expected even"):
+        rule("b", 3)
+
+
+def test_a_spec_that_is_not_a_pair_is_a_programming_error():
+    with pytest.raises(TypeError):
+        params.validate(x=3)
+
+
+def test_ipython_shows_a_parameter_error_as_one_line():
+    class Shell:
+        def set_custom_exc(self, types, handler):
+            self.types, self.handler = types, handler
+
+        def _showtraceback(self, etype, value, stb):
+            self.shown = stb
+
+    shell = Shell()
+    import IPython
+
+    original = IPython.get_ipython
+    IPython.get_ipython = lambda: shell
+    try:
+        assert params.install_ipython_handler()
+    finally:
+        IPython.get_ipython = original
+    assert shell.types == (ParameterError,)
+    error = ParameterError("Invalid parameter x=-1: expected an integer >= 1.")
+    lines = shell.handler(shell, ParameterError, error, None)
+    assert lines == ["ParameterError: Invalid parameter x=-1: expected an integer >= 1."]
+    assert shell.shown == lines  # sent to the notebook as the error, not just returned

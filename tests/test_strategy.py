@@ -1,0 +1,86 @@
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from helpers import strategy
+from helpers.devices import GPU, TPUStatus
+from helpers.params import ParameterError
+
+NO_TPU = TPUStatus(False)
+
+
+def test_auto_on_this_cpu_picks_one_cpu_device(tf):
+    choice = strategy.choose_strategy("auto", tpu=NO_TPU, gpus=[])
+    assert choice.kind == "cpu" and choice.replicas == 1
+    assert isinstance(choice.strategy, tf.distribute.OneDeviceStrategy)
+    assert choice.description.startswith("CPU")
+
+
+def test_forced_cpu_even_with_a_gpu_listed(tf):
+    choice = strategy.choose_strategy("cpu", tpu=NO_TPU, gpus=[GPU(0, "Tesla T4")])
+    assert choice.kind == "cpu"
+
+
+@pytest.mark.parametrize("wanted", ["gpu", "tpu"])
+def test_missing_accelerator_is_refused_not_faked(tf, wanted):
+    with pytest.raises(strategy.AcceleratorUnavailable, match=wanted):
+        strategy.choose_strategy(wanted, tpu=NO_TPU, gpus=[])
+
+
+def test_unknown_accelerator(tf):
+    with pytest.raises(ValueError, match="'warp'"):
+        strategy.choose_strategy("warp")
+
+
+def test_accelerator_rule_lists_what_this_runtime_has():
+    rule = strategy.accelerator_rule(tpu=NO_TPU, gpus=[])
+    assert rule("accelerator", "auto") == "auto"
+    with pytest.raises(ParameterError) as error:
+        rule("accelerator", "tpu")
+    assert str(error.value) == (
+        "Invalid parameter accelerator='tpu': this runtime has no TPU; allowed here: 'auto', 'cpu'."
+    )
+    with pytest.raises(ParameterError, match="allowed values are"):
+        rule("accelerator", "warp")
+    with_gpu = strategy.accelerator_rule(tpu=NO_TPU, gpus=[GPU(0, "T4")])
+    assert with_gpu("accelerator", "gpu") == "gpu"
+
+
+def run_fresh(code: str) -> subprocess.CompletedProcess:
+    """Logical devices are fixed once per process: test them in a new one."""
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=120
+    )
+
+
+def test_cpu_split_into_eight_replicas_for_mirrored_strategy():
+    done = run_fresh("""
+        from helpers.logs import import_tensorflow
+        from helpers.devices import TPUStatus
+        from helpers.strategy import choose_strategy
+        tf = import_tensorflow()
+        choice = choose_strategy("auto", logical_cpus=8, tpu=TPUStatus(False), gpus=[])
+        total = choice.strategy.reduce(
+            "SUM", choice.strategy.run(lambda: tf.constant(1.0)), axis=None)
+        print(choice.replicas, type(choice.strategy).__name__, float(total))
+    """)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["8", "MirroredStrategy", "8.0"]
+
+
+def test_splitting_after_start_gives_a_clear_message():
+    done = run_fresh("""
+        from helpers.logs import import_tensorflow
+        from helpers.strategy import split_cpu, LateConfigurationError
+        tf = import_tensorflow()
+        tf.constant(1.0) + 1  # the first op starts the devices
+        assert split_cpu(1) == 1  # what is in force is fine
+        try:
+            split_cpu(4)
+        except LateConfigurationError as error:
+            print(error)
+    """)
+    assert done.returncode == 0, done.stderr
+    assert "cannot be split into 4 now" in done.stdout and "Restart the kernel" in done.stdout

@@ -1,0 +1,145 @@
+"""The maintainer tools: notebook cleaning, the conventions check, the runner's readers."""
+
+import json
+
+import nbformat
+import pytest
+
+from tools import course, nbcheck, nbclean, run_notebooks, set_repo
+
+CONF = {"repository": "me/course", "branch": "main"}
+NAME = "09_example.ipynb"
+URL = course.colab_url(NAME, **CONF)
+
+
+def make_notebook(**changes):
+    """A small notebook that follows every convention; ``changes`` break one."""
+    cells = {
+        "title": nbformat.v4.new_markdown_cell("# Example"),
+        "badge": nbformat.v4.new_markdown_cell(f"[![Open In Colab](colab-badge.svg)]({URL})"),
+        "setup": nbformat.v4.new_markdown_cell("## Setup"),
+        "params": nbformat.v4.new_code_cell("epochs = 3\nbatch_size = 8"),
+        "validate": nbformat.v4.new_code_cell(
+            "p = validate(epochs=(epochs, integer(1)), batch_size=(batch_size, integer(1)))"
+        ),
+        "summary": nbformat.v4.new_markdown_cell("## Summary\n\n## Next steps"),
+    }
+    cells["params"].metadata["tags"] = ["parameters"]
+    cells.update(changes)
+    nb = nbformat.v4.new_notebook(cells=[c for c in cells.values() if c is not None])
+    nb.metadata = {"kernelspec": nbclean.KERNELSPEC, "language_info": {"name": "python"}}
+    return nbclean.clean(json.loads(nbformat.writes(nb)), NAME, **CONF)
+
+
+PROFILES = {
+    "test": {"09_example": {"epochs": 1}},
+    "invalid": {"09_example": {"epochs": [-1], "batch_size": [0]}},
+}
+
+
+def problems(nb, profiles=PROFILES):
+    return nbcheck.check_notebook(course.NOTEBOOKS / NAME, nbclean.dumps(nb), CONF, profiles)
+
+
+def test_a_conforming_notebook_passes():
+    assert problems(make_notebook()) == []
+
+
+@pytest.mark.parametrize(
+    "change, expected",
+    [
+        ({"title": nbformat.v4.new_markdown_cell("Example")}, "H1 title"),
+        ({"badge": nbformat.v4.new_markdown_cell("no badge")}, "Open in Colab"),
+        ({"setup": None}, "'## Setup'"),
+        ({"summary": nbformat.v4.new_markdown_cell("## Summary")}, "'## Next steps'"),
+        ({"validate": nbformat.v4.new_code_cell("print(epochs)")}, "must call validate"),
+        (
+            {"validate": nbformat.v4.new_code_cell("validate(epochs=(epochs, integer(1)))")},
+            "not validated: batch_size",
+        ),
+        ({"extra": nbformat.v4.new_code_cell("\n".join(["x = 1"] * 26))}, "has 26 lines"),
+    ],
+)
+def test_each_broken_convention_is_reported(change, expected):
+    found = problems(make_notebook(**change))
+    assert any(expected in p for p in found), found
+
+
+def test_parameters_tag_must_be_unique():
+    second = nbformat.v4.new_code_cell("x = 1")
+    second.metadata["tags"] = ["parameters"]
+    assert any("exactly one" in p for p in problems(make_notebook(extra=second)))
+
+
+def test_every_parameter_needs_an_invalid_value_and_a_test_profile():
+    found = problems(make_notebook(), {"invalid": {"09_example": {"epochs": [-1]}}})
+    assert any("[invalid.09_example] for: batch_size" in p for p in found)
+    assert any("no [test.09_example]" in p for p in found)
+
+
+def test_a_stored_output_is_not_clean():
+    nb = make_notebook()
+    nb["cells"][3]["outputs"] = [{"output_type": "stream", "name": "stdout", "text": ["3\n"]}]
+    nb["cells"][3]["execution_count"] = 4
+    assert any("not stored clean" in p for p in problems(nb))
+    cleaned = nbclean.clean(nb, NAME, **CONF)
+    assert cleaned["cells"][3]["outputs"] == [] and cleaned["cells"][3]["execution_count"] is None
+
+
+def test_clean_rewrites_badge_and_install_urls_from_the_setting():
+    nb = make_notebook()
+    nb["cells"][2]["source"] = ['%pip install "git+https://github.com/old/place.git@dev"']
+    cleaned = nbclean.clean(nb, NAME, repository="new/home", branch="v2")
+    text = nbclean.dumps(cleaned)
+    assert (
+        "https://colab.research.google.com/github/new/home/blob/v2/notebooks/09_example.ipynb"
+        in text
+    )
+    assert "git+https://github.com/new/home.git@v2" in text and "old/place" not in text
+
+
+def test_the_committed_notebooks_follow_the_conventions():
+    conf, known = course.settings(), course.profiles()
+    paths = course.notebook_paths()
+    assert paths, "no notebooks found"
+    for path in paths:
+        assert nbcheck.check_notebook(path, path.read_text(), conf, known) == [], path.name
+
+
+def test_set_repo_rewrites_only_the_course_section():
+    text = (
+        '[project]\nname = "x"\n\n[tool.course]\nrepository = "a/b"\nbranch = "main"\n'
+        "\n[x]\ny = 1\n"
+    )
+    out = set_repo.set_repo(text, "me/course", "dev")
+    assert 'repository = "me/course"' in out and 'branch = "dev"' in out and "[x]\ny = 1" in out
+    with pytest.raises(ValueError, match="owner/name"):
+        set_repo.set_repo(text, "not a repo", "main")
+
+
+def test_profiles_full_injects_nothing_and_unknown_profile_fails():
+    assert course.parameters_for("01_runtime_check", "full") == {}
+    assert course.parameters_for("01_runtime_check", "test")["matmul_size"] > 0
+    with pytest.raises(SystemExit, match="PROFILE='fast'"):
+        course.parameters_for("01_runtime_check", "fast")
+
+
+def test_runner_reads_device_and_first_error():
+    nb = nbformat.v4.new_notebook(
+        cells=[nbformat.v4.new_code_cell("x"), nbformat.v4.new_code_cell("y")]
+    )
+    nb.cells[0].outputs = [
+        nbformat.v4.new_output(
+            "display_data", data={run_notebooks.DEVICE_MIME: {"description": "GPU Tesla T4"}}
+        )
+    ]
+    nb.cells[1].outputs = [
+        nbformat.v4.new_output(
+            "error", ename="ParameterError", evalue="Invalid parameter x=-1", traceback=[]
+        )
+    ]
+    assert run_notebooks.device_of(nb) == "GPU Tesla T4"
+    assert run_notebooks.first_error(nb) == (
+        nb.cells[1].id,
+        "ParameterError: Invalid parameter x=-1",
+    )

@@ -1,0 +1,1 @@
+"""Maintainer tools: clean, check and run the course's notebooks (not shipped to learners)."""

@@ -1,0 +1,137 @@
+"""Check every notebook against the course's conventions.
+
+    python -m tools.nbcheck [NOTEBOOK ...]
+
+Conventions (from tensorflow/docs, d2l, keras-io, nbdev): an H1 title first;
+an "Open in Colab" badge whose URL ends with the notebook's own path; ``##
+Setup``; exactly one ``parameters`` cell with the validation cell right after
+it, validating every parameter; ``## Summary`` and ``## Next steps``; short
+code cells; a ``python3`` kernelspec with ``language_info``; stored clean. Every
+parameter also needs at least one invalid value in ``notebooks/profiles.toml``,
+so the test suite proves it is rejected.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import sys
+from pathlib import Path
+
+from tools.course import colab_url, notebook_paths, profiles, settings
+from tools.nbclean import clean, dumps
+
+NAME_RE = re.compile(r"^\d\d_[a-z0-9]+(_[a-z0-9]+)*\.ipynb$")
+MAX_CODE_LINES = 25
+
+
+def source(cell: dict) -> str:
+    return "".join(cell.get("source", ""))
+
+
+def parameter_names(cell_source: str) -> list[str]:
+    """Names assigned at top level in a parameters cell."""
+    names = []
+    for node in ast.parse(cell_source).body:
+        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+        names += [t.id for t in targets if isinstance(t, ast.Name)]
+    return names
+
+
+def headings(cells: list[dict]) -> list[str]:
+    return [
+        line.strip()
+        for cell in cells
+        if cell["cell_type"] == "markdown"
+        for line in source(cell).splitlines()
+        if line.startswith("#")
+    ]
+
+
+def check_notebook(path: Path, text: str, conf: dict, known_profiles: dict) -> list[str]:
+    """Problems with one notebook, as sentences; empty when it follows the conventions."""
+    problems = []
+    name = path.name
+    if not NAME_RE.match(name):
+        problems.append("name must be NN_snake_case.ipynb")
+    nb = json.loads(text)
+    cells = nb.get("cells", [])
+    if not cells or cells[0]["cell_type"] != "markdown" or not source(cells[0]).startswith("# "):
+        problems.append("first cell must be markdown starting with an H1 title ('# ...')")
+    url = colab_url(name, conf["repository"], conf["branch"])
+    if not any(url in source(c) and "colab-badge" in source(c) for c in cells[:3]):
+        problems.append(f"an 'Open in Colab' badge linking to {url} must be in the first cells")
+    heads = headings(cells)
+    for wanted in ("## Setup", "## Summary", "## Next steps"):
+        if wanted not in heads:
+            problems.append(f"missing the heading '{wanted}'")
+    tagged = [i for i, c in enumerate(cells) if "parameters" in c["metadata"].get("tags", [])]
+    if len(tagged) != 1:
+        problems.append(f"exactly one cell must be tagged 'parameters' (found {len(tagged)})")
+    else:
+        problems += _check_parameters(cells, tagged[0], name, known_profiles)
+    for i, cell in enumerate(cells):
+        lines = len(source(cell).splitlines())
+        if cell["cell_type"] == "code" and lines > MAX_CODE_LINES:
+            problems.append(f"code cell {i} has {lines} lines (at most {MAX_CODE_LINES})")
+    meta = nb.get("metadata", {})
+    if meta.get("kernelspec", {}).get("name") != "python3" or "language_info" not in meta:
+        problems.append("metadata needs kernelspec 'python3' and language_info")
+    if dumps(clean(nb, name, conf["repository"], conf["branch"])) != text:
+        problems.append("not stored clean (outputs, metadata or URLs): run `make clean-notebooks`")
+    return problems
+
+
+def _check_parameters(cells, index, name, known_profiles) -> list[str]:
+    problems = []
+    params_cell = cells[index]
+    if params_cell["cell_type"] != "code":
+        return ["the 'parameters' cell must be a code cell"]
+    try:
+        names = parameter_names(source(params_cell))
+    except SyntaxError as error:
+        return [f"the parameters cell does not parse: {error}"]
+    if not names:
+        problems.append("the parameters cell assigns no parameters")
+    following = cells[index + 1] if index + 1 < len(cells) else None
+    if not following or following["cell_type"] != "code" or "validate(" not in source(following):
+        problems.append("the cell right after 'parameters' must call validate(...)")
+    else:
+        unchecked = [n for n in names if not re.search(rf"\b{n}\s*=\s*\(", source(following))]
+        if unchecked:
+            problems.append(f"parameters not validated: {', '.join(unchecked)}")
+    stem = name.removesuffix(".ipynb")
+    invalid = known_profiles.get("invalid", {}).get(stem, {})
+    untested = [n for n in names if not invalid.get(n)]
+    if untested:
+        problems.append(
+            f"no invalid values in profiles.toml [invalid.{stem}] for: {', '.join(untested)}"
+        )
+    for profile in ("test", "quick", "invalid"):
+        unknown = set(known_profiles.get(profile, {}).get(stem, {})) - set(names)
+        if unknown:
+            problems.append(
+                f"profiles.toml [{profile}.{stem}] names unknown parameters: "
+                + ", ".join(sorted(unknown))
+            )
+    if stem not in known_profiles.get("test", {}):
+        problems.append(f"profiles.toml has no [test.{stem}] (small parameters for the tests)")
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    paths = [Path(p) for p in (argv if argv is not None else sys.argv[1:])] or notebook_paths()
+    conf, known = settings(), profiles()
+    failed = 0
+    for path in paths:
+        problems = check_notebook(path, path.read_text(encoding="utf-8"), conf, known)
+        failed += bool(problems)
+        for problem in problems:
+            print(f"{path}: {problem}")
+    print(f"notebook check: {len(paths) - failed} passed, {failed} failed")
+    return 1 if failed or not paths else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,88 @@
+"""Store notebooks clean: no outputs, normalised metadata, badge and install URLs from settings.
+
+    python -m tools.nbclean [--check] [NOTEBOOK ...]
+
+With ``--check`` nothing is written; the exit status is 1 if any notebook
+would change (CI uses this). Without arguments: every course notebook.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import re
+import sys
+from pathlib import Path
+
+from tools.course import colab_url, install_url, notebook_paths, settings
+
+KERNELSPEC = {"display_name": "Python 3", "language": "python", "name": "python3"}
+LANGUAGE_INFO = {"name": "python"}
+KEPT_CELL_METADATA = ("tags",)
+COLAB_URL_RE = re.compile(
+    r"https://colab\.research\.google\.com/github/[^/\s]+/[^/\s]+/blob/[^/\s]+/notebooks/[^)\s\"']+"
+)
+INSTALL_URL_RE = re.compile(r"git\+https://github\.com/[^/\s]+/[^/@\s\"']+?\.git(@[^\s\"']+)?")
+
+
+def clean(nb: dict, name: str, repository: str, branch: str) -> dict:
+    """Return a cleaned copy of notebook JSON ``nb`` stored as ``notebooks/<name>``."""
+    nb = copy.deepcopy(nb)
+    meta = nb.get("metadata", {})
+    colab = {"provenance": []}
+    if "gpuType" in meta.get("colab", {}):
+        colab["gpuType"] = meta["colab"]["gpuType"]
+    clean_meta = {"colab": colab, "kernelspec": KERNELSPEC, "language_info": LANGUAGE_INFO}
+    if meta.get("accelerator"):
+        clean_meta["accelerator"] = meta["accelerator"]
+    nb["metadata"] = clean_meta
+    nb["nbformat"], nb["nbformat_minor"] = 4, 5
+    badge, install = colab_url(name, repository, branch), install_url(repository, branch)
+    for index, cell in enumerate(nb.get("cells", [])):
+        source = "".join(cell.get("source", ""))
+        source = COLAB_URL_RE.sub(badge, source)
+        source = INSTALL_URL_RE.sub(install, source)
+        cell["source"] = source.splitlines(keepends=True)
+        cell["metadata"] = {
+            k: v for k, v in cell.get("metadata", {}).items() if k in KEPT_CELL_METADATA and v
+        }
+        cell.setdefault("id", f"cell-{index:02d}")
+        if cell["cell_type"] == "code":
+            cell["outputs"], cell["execution_count"] = [], None
+        else:
+            cell.pop("outputs", None)
+            cell.pop("execution_count", None)
+    return nb
+
+
+def dumps(nb: dict) -> str:
+    """The one stored form of a notebook: sorted keys, one-space indent, final newline."""
+    return json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="report, write nothing")
+    parser.add_argument("notebooks", nargs="*", type=Path)
+    args = parser.parse_args(argv)
+    conf = settings()
+    dirty = []
+    for path in args.notebooks or notebook_paths():
+        text = path.read_text(encoding="utf-8")
+        cleaned = dumps(clean(json.loads(text), path.name, conf["repository"], conf["branch"]))
+        if cleaned != text:
+            dirty.append(path)
+            if not args.check:
+                path.write_text(cleaned, encoding="utf-8")
+    verb = "would be cleaned" if args.check else "cleaned"
+    for path in dirty:
+        print(f"{path}: {verb}")
+    if args.check and dirty:
+        print("Run `make clean-notebooks` and commit the result.", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
