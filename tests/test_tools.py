@@ -143,3 +143,13 @@ def test_runner_reads_device_and_first_error():
         nb.cells[1].id,
         "ParameterError: Invalid parameter x=-1",
     )
+
+
+def test_readme_links_follow_the_repository():
+    text = (
+        "[b](https://colab.research.google.com/github/a/b/blob/main/notebooks/01_x.ipynb) "
+        "`%pip install git+https://github.com/a/b.git@main`"
+    )
+    out = set_repo.rewrite_links(text, "me/course", "dev")
+    assert "https://colab.research.google.com/github/me/course/blob/dev/notebooks/01_x.ipynb" in out
+    assert "git+https://github.com/me/course.git@dev" in out
