@@ -68,6 +68,8 @@ def execute(path: Path, build: Path, parameters: dict, timeout: int = 1800) -> R
             cwd=str(workdir),
             progress_bar=False,
             execution_timeout=timeout,
+            # the kernel's own start-up notices (e.g. "running over TCP") are not the lesson
+            extra_arguments=["--IPKernelApp.log_level=ERROR"],
         )
         status = "passed"
     except papermill.PapermillExecutionError:
