@@ -11,12 +11,13 @@ PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider
 # The tests never reach for the network: data sets fall back to bundled data.
 TEST_ENV := COURSE_OFFLINE=1 MPLBACKEND=Agg
 
-.PHONY: help venv run test lint check-notebooks unit notebooks nbval clean-notebooks \
+.PHONY: help venv run bench test lint check-notebooks unit notebooks nbval clean-notebooks \
         set-repo clean
 
 help:
 	@echo "make run [PROFILE=quick|full]  execute every notebook into build/ and print a summary"
 	@echo "make test                      lint, notebook checks, unit tests, notebook runs, nbval"
+	@echo "make bench                     run the benchmarks into build/bench/results.{json,md}"
 	@echo "make clean-notebooks           strip outputs, normalise metadata and URLs"
 	@echo "make set-repo REPO=owner/name [BRANCH=main]  point badges and installs elsewhere"
 
@@ -31,6 +32,9 @@ venv: $(STAMP)
 
 run: $(STAMP)
 	$(BIN)/python -m tools.run_notebooks --profile $(PROFILE)
+
+bench: $(STAMP)
+	$(BIN)/python -m tools.bench
 
 # Stages run in this order and stop at the first that fails.
 test: $(STAMP)

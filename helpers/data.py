@@ -238,6 +238,19 @@ def _limit(data: ImageData, limit: int | None, seed: int) -> ImageData:
     return data
 
 
+def repeat_to(images: np.ndarray, labels: np.ndarray, count: int):
+    """Repeat a small data set up to ``count`` examples (for timing, not for accuracy).
+
+    Returns ``(images, labels, note)``; the note says what was done, or is empty.
+    Used by: 02.
+    """
+    if len(images) >= count:
+        return images[:count], labels[:count], ""
+    index = np.resize(np.arange(len(images)), count)
+    note = f"repeated {len(images)} images to {count} for timing"
+    return images[index], labels[index], note
+
+
 def to_float(images: np.ndarray, low: float = 0.0, high: float = 1.0) -> np.ndarray:
     """uint8 images to float32 in [low, high] (use -1, 1 for a GAN's tanh output)."""
     return (images.astype("float32") / 255.0) * (high - low) + low

@@ -205,6 +205,26 @@ def announce(kind: str, description: str, **details) -> None:
     display({"text/plain": text, DEVICE_MIME: record}, raw=True)
 
 
+def tpu_name(environ: Mapping[str, str] | None = None) -> str:
+    """A TPU's generation from ``TPU_ACCELERATOR_TYPE`` (e.g. "v2-8" -> "TPU v2")."""
+    env = os.environ if environ is None else environ
+    kind = env.get("TPU_ACCELERATOR_TYPE", "")
+    return f"TPU {kind.split('-')[0]}" if kind else "TPU (generation unknown)"
+
+
+def available_kinds(gpus: list[GPU], tpu: TPUStatus) -> dict[str, str]:
+    """Device kinds present, each with a name: always "cpu", plus "gpu"/"tpu" where usable.
+
+    Used by: 02.
+    """
+    kinds = {"cpu": f"CPU ({os.cpu_count()} cores)"}
+    if gpus:
+        kinds["gpu"] = gpus[0].name
+    if tpu.usable:
+        kinds["tpu"] = tpu_name()
+    return kinds
+
+
 def device_name(kind: str) -> str:
     """The TensorFlow device string for a kind ("tpu", "gpu", "cpu")."""
     return {"tpu": "/TPU:0", "gpu": "/GPU:0"}.get(kind, "/CPU:0")

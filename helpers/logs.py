@@ -7,6 +7,7 @@ learner. Used by every notebook, in its Setup cell.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -40,7 +41,10 @@ def quiet_native_logs(environ: dict | None = None) -> dict:
 NATIVE_NOISE = re.compile(
     r"^(WARNING: All log messages before absl::InitializeLog\(\)"
     r"|[IW]\d{4} [\d:. ]+\d+ \w+\.cc:\d+\]"
-    r"|To enable the following instructions:)"
+    r"|To enable the following instructions:"
+    # float16 on a CPU without AVX-512: TF says it uses Eigen instead of oneDNN (a notice,
+    # though logged as an error); notebook 02 measures what that costs
+    r"|E\d{4} [\d:. ]+\d+ util\.cc:\d+\] oneDNN supports DT_HALF only)"
 )
 
 
@@ -61,14 +65,27 @@ def import_tensorflow():
     quiet_native_logs()
     if "tensorflow" in sys.modules:
         return sys.modules["tensorflow"]
+    with native_noise_filtered():
+        import keras  # noqa: F401  (loads its own native pieces now, quietly)
+        import tensorflow as tf
+    quiet()
+    return tf
+
+
+@contextlib.contextmanager
+def native_noise_filtered():
+    """Filter TensorFlow's known native notices (:data:`NATIVE_NOISE`) from stderr.
+
+    What C++ writes to file descriptor 2 inside the block is captured; lines
+    that are not known noise are written on afterwards, so real errors still
+    show. Used by: every notebook (through :func:`import_tensorflow`), 02.
+    """
     sys.stderr.flush()
     saved = os.dup(2)
     with tempfile.TemporaryFile(mode="w+b") as captured:
         os.dup2(captured.fileno(), 2)
         try:
-            import keras  # noqa: F401  (loads its own native pieces now, quietly)
-            import tensorflow as tf
-
+            yield
         finally:
             os.dup2(saved, 2)
             os.close(saved)
@@ -76,8 +93,6 @@ def import_tensorflow():
             rest = drop_native_noise(captured.read().decode(errors="replace"))
             if rest.strip():
                 sys.stderr.write(rest)
-    quiet()
-    return tf
 
 
 def quiet() -> None:

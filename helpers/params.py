@@ -91,6 +91,22 @@ def check(test: Callable[[object], bool], allowed: str) -> Rule:
     return rule
 
 
+def list_of(item: Rule, allowed: str, min_length: int = 1, unique: bool = True) -> Rule:
+    """Allow a non-empty list (or tuple) whose items each pass ``item``; ``allowed`` says what."""
+
+    def rule(name: str, value: object) -> object:
+        if not isinstance(value, list | tuple) or len(value) < min_length:
+            raise _fail(name, value, allowed)
+        if unique and len(set(value)) != len(value):
+            raise _fail(name, value, allowed + " (no repeats)")
+        try:
+            return [item(name, each) for each in value]
+        except ParameterError:
+            raise _fail(name, value, allowed) from None
+
+    return rule
+
+
 def all_of(*rules: Rule) -> Rule:
     """Apply several rules in order; the first that fails reports."""
 

@@ -66,3 +66,11 @@ def test_a_failed_download_falls_back_with_the_reason(monkeypatch, capsys):
     images = data.load("mnist", offline=False)
     assert images.fell_back
     assert "Could not load mnist (Exception: URL fetch failure" in capsys.readouterr().out
+
+
+def test_repeat_to_for_timing():
+    x, y = np.arange(5)[:, None], np.arange(5)
+    x2, y2, note = data.repeat_to(x, y, 12)
+    assert len(x2) == 12 and list(y2[:7]) == [0, 1, 2, 3, 4, 0, 1] and "repeated 5" in note
+    x3, _, note = data.repeat_to(x, y, 3)
+    assert len(x3) == 3 and note == ""

@@ -88,3 +88,11 @@ def test_this_machine_has_no_gpu_and_the_op_runs_on_the_cpu(tf):
 def test_announce_prints_outside_ipython(capsys):
     devices.announce("cpu", "CPU (2 cores)")
     assert capsys.readouterr().out.strip() == "Running on: CPU (2 cores)"
+
+
+def test_available_kinds_and_tpu_name():
+    kinds = devices.available_kinds([GPU(0, "Tesla T4")], TPUStatus(True, resolver="r"))
+    assert list(kinds) == ["cpu", "gpu", "tpu"] and kinds["gpu"] == "Tesla T4"
+    assert devices.available_kinds([], TPUStatus(False)).keys() == {"cpu"}
+    assert devices.tpu_name({"TPU_ACCELERATOR_TYPE": "v3-8"}) == "TPU v3"
+    assert devices.tpu_name({}) == "TPU (generation unknown)"

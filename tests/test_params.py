@@ -42,6 +42,15 @@ def test_invalid_values_fail_with_one_line_naming_parameter_value_and_rule(spec,
     assert "\n" not in str(error.value)
 
 
+def test_list_of_checks_every_item_and_reports_the_whole_list():
+    rule = params.list_of(params.integer(16, 64), "expected a list of integers from 16 to 64")
+    assert rule("sizes", (16, 32)) == [16, 32]
+    for bad in ([16, 128], [], 32, [16, 16]):
+        with pytest.raises(ParameterError) as error:
+            rule("sizes", bad)
+        assert str(error.value).startswith(f"Invalid parameter sizes={bad!r}: expected a list")
+
+
 def test_all_of_reports_the_first_failing_rule():
     rule = params.all_of(params.integer(1), params.check(lambda v: v % 2 == 0, "expected even"))
     assert rule("b", 4) == 4

@@ -1,0 +1,32 @@
+import json
+
+import pytest
+
+from tools import bench
+
+
+def test_record_has_a_ratio_only_with_a_baseline():
+    plain = bench.record("x", "CPU", "m", 2.0, "GFLOP/s")
+    assert set(plain) == {"name", "device", "metric", "value", "unit"}
+    with_base = bench.record("x", "CPU", "m", 3.0, "GFLOP/s", "numpy", 2.0)
+    assert with_base["ratio"] == pytest.approx(1.5) and with_base["baseline"] == "numpy"
+
+
+def test_matmul_benchmark_records(tf):
+    records = bench.bench_matmul(cpu_sizes=(32, 64), repeats=2)
+    first = records[0]
+    assert first["name"] == "matmul_fp32_vs_numpy" and first["unit"] == "GFLOP/s"
+    assert first["ratio"] == pytest.approx(first["value"] / first["baseline_value"])
+    names = {r["name"] for r in records}
+    assert {"matmul_roofline_float32_64", "matmul_roofline_bfloat16_32"} <= names
+    cpu_roofline = next(r for r in records if r["name"] == "matmul_roofline_float32_64")
+    assert "baseline" not in cpu_roofline  # no published peak for a CPU: no invented ratio
+
+
+def test_write_json_and_markdown(tmp_path):
+    records = [bench.record("a", "CPU", "m", 1.23456, "GFLOP/s", "numpy", 1.0)]
+    meta = {"when": "now", "machine": "here", "tensorflow": "2.21.0"}
+    json_path, md_path = bench.write(records, tmp_path, meta)
+    assert json.loads(json_path.read_text()) == records
+    table = md_path.read_text()
+    assert "| a | CPU | m | 1.235 | GFLOP/s | numpy | 1 | 1.235 |" in table

@@ -1,0 +1,104 @@
+import pytest
+
+from helpers import roofline
+
+
+@pytest.mark.parametrize(
+    "name, label",
+    [
+        ("Tesla T4", "NVIDIA T4"),
+        ("NVIDIA H100 PCIe", "NVIDIA H100 PCIe"),
+        ("NVIDIA H100 80GB HBM3", "NVIDIA H100 SXM"),
+        ("NVIDIA H200", "NVIDIA H200 SXM"),
+        ("NVIDIA A100-SXM4-40GB", "NVIDIA A100"),
+        ("NVIDIA L4", "NVIDIA L4"),
+        ("Tesla P100-PCIE-16GB", "NVIDIA P100 PCIe"),
+        ("TPU v3", "TPU v3 core"),
+    ],
+)
+def test_peaks_are_found_by_device_name(name, label):
+    assert roofline.find_peak(name).label == label
+
+
+def test_unknown_devices_and_dtypes_have_no_peak():
+    assert roofline.find_peak("CPU") is None
+    assert roofline.peak_tflops(None, "float32") is None
+    assert roofline.peak_tflops(roofline.find_peak("Tesla T4"), "bfloat16") is None
+
+
+def test_float32_uses_the_tf32_peak_where_tensor_cores_take_it():
+    a100 = roofline.find_peak("NVIDIA A100")
+    assert roofline.peak_tflops(a100, "float32", tf32=False) == 19.5
+    assert roofline.peak_tflops(a100, "float32", tf32=True) == 156
+    assert roofline.peak_tflops(roofline.find_peak("Tesla T4"), "float32", tf32=True) == 8.1
+
+
+def test_sweep_on_this_cpu(tf):
+    records = roofline.matmul_sweep([32, 64], ["float32", "bfloat16"], repeats=2)
+    assert [(r["dtype"], r["size"]) for r in records] == [
+        ("float32", 32),
+        ("float32", 64),
+        ("bfloat16", 32),
+        ("bfloat16", 64),
+    ]
+    for r in records:
+        assert r["tflops"] == pytest.approx(2 * r["size"] ** 3 / r["median_s"] / 1e12)
+        assert r["peak_tflops"] is None and r["fraction_of_peak"] is None
+
+
+def test_numpy_anchor_and_table_and_plot(tf):
+    records = roofline.numpy_sweep([32, 64], repeats=2)
+    assert {r["device"] for r in records} == {"CPU (NumPy BLAS)"}
+    rows = roofline.table_rows(records)
+    assert rows[0][:3] == ["CPU (NumPy BLAS)", "float32", 32] and rows[0][6] == "unknown"
+    fig = roofline.plot(records)
+    assert fig.axes[0].get_xlabel().startswith("matrix size")
+
+
+def test_a_known_peak_gives_a_fraction():
+    record = roofline._record(
+        type(
+            "T",
+            (),
+            {
+                "rate": 4e12,
+                "name": "m",
+                "device": "Tesla T4",
+                "dtype": "float16",
+                "median_s": 1.0,
+                "iqr_s": 0.0,
+                "first_call_s": 2.0,
+            },
+        )(),
+        4096,
+        "gpu",
+        65,
+    )
+    assert record["fraction_of_peak"] == pytest.approx(4 / 65)
+
+
+def test_tf_vs_numpy_and_summary_lines():
+    def rec(device, size, tflops, fraction=None):
+        return {
+            "device": device,
+            "dtype": "float32",
+            "size": size,
+            "tflops": tflops,
+            "fraction_of_peak": fraction,
+        }
+
+    records = [
+        rec("CPU", 64, 0.1),
+        rec("CPU", 128, 0.4),
+        rec("CPU (NumPy BLAS)", 64, 0.1),
+        rec("CPU (NumPy BLAS)", 128, 0.2),
+    ]
+    cmp = roofline.tf_vs_numpy(records, "CPU")
+    assert cmp["size"] == 128 and cmp["ratio"] == pytest.approx(2.0)
+    lines = roofline.summary_lines(records, "CPU")
+    assert (
+        lines[0] == "CPU float32 at 128x128: TensorFlow 400 GFLOP/s, NumPy 200 GFLOP/s, ratio 2.00."
+    )
+    assert lines[1].startswith("No published peak")
+    records.append({**rec("Tesla T4", 128, 6.5, 0.1), "dtype": "float16"})
+    assert "10% (Tesla T4, float16, n=128)" in roofline.summary_lines(records, "CPU")[1]

@@ -1,0 +1,90 @@
+import time
+
+import pytest
+
+from helpers import timing
+
+
+class FakeClock:
+    """A clock that advances only when the timed work says so."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+    def advance(self, seconds):
+        self.now += seconds
+
+
+def test_first_call_is_reported_apart_and_warmup_is_excluded():
+    clock = FakeClock()
+    durations = iter([5.0, 3.0, 2.0] + [0.1, 0.2, 0.3, 0.4, 0.5])  # compile, warm-ups, steady
+
+    result = timing.measure(
+        lambda: clock.advance(next(durations)),
+        warmup=3,
+        repeats=5,
+        sync=timing.no_sync,
+        clock=clock,
+    )
+    assert result.first_call_s == 5.0
+    assert result.samples_s == pytest.approx([0.1, 0.2, 0.3, 0.4, 0.5])
+    assert result.median_s == pytest.approx(0.3)
+    assert result.iqr_s == pytest.approx(0.4 - 0.2)
+
+
+def test_clock_stops_only_after_the_device_sync():
+    """Asynchronous work: a call returns at once, the device finishes at sync time."""
+    clock = FakeClock()
+    pending = []
+
+    def dispatch():
+        pending.append(0.25)  # queued, not done
+
+    def sync():
+        clock.advance(sum(pending))
+        pending.clear()
+
+    result = timing.measure(dispatch, warmup=1, repeats=4, number=2, sync=sync, clock=clock)
+    assert result.samples_s == pytest.approx([0.25] * 4)  # 2 calls of 0.25 s each, per call
+    assert result.synced
+    assert timing.naive(dispatch, clock=clock) == 0.0  # the naive way sees nothing
+
+
+def test_against_a_known_delay():
+    result = timing.measure(lambda: time.sleep(0.02), warmup=1, repeats=5, sync=timing.no_sync)
+    assert 0.02 <= result.median_s < 0.04
+    assert result.iqr_s < 0.01
+
+
+def test_rate_and_record():
+    clock = FakeClock()
+    result = timing.measure(
+        lambda: clock.advance(0.5),
+        repeats=3,
+        sync=timing.no_sync,
+        clock=clock,
+        name="matmul",
+        device="CPU",
+        dtype="float32",
+        work=1e9,
+        work_unit="FLOP",
+    )
+    assert result.rate == pytest.approx(2e9)
+    record = result.as_dict()
+    assert record["device"] == "CPU" and record["dtype"] == "float32"
+    assert record["median_s"] == pytest.approx(0.5) and record["rate"] == pytest.approx(2e9)
+    assert "matmul on CPU: median 500.000 ms" in str(result)
+
+
+def test_real_device_sync_on_tensorflow(tf):
+    x = tf.random.normal((64, 64))
+    result = timing.measure(lambda: tf.matmul(x, x), repeats=3)
+    assert result.synced and result.median_s > 0
+
+
+def test_bad_counts_are_refused():
+    with pytest.raises(ValueError):
+        timing.measure(lambda: None, repeats=0, sync=timing.no_sync)

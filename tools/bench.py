@@ -1,0 +1,148 @@
+"""Run the course's benchmarks; write build/bench/results.json and results.md.
+
+    python -m tools.bench [--out DIR] [--only NAME ...]
+
+Each benchmark returns records with ``name``, ``device``, ``metric``,
+``value``, ``unit`` and, where it has one, ``baseline``, ``baseline_value``
+and ``ratio`` (value / baseline_value). Later notebooks add theirs to
+:data:`BENCHMARKS`. Speed goals live here, never in timed tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+from tools.course import BUILD
+
+CPU_SIZES = (256, 512, 1024, 2048)
+ACCELERATOR_SIZES = (256, 512, 1024, 2048, 4096, 8192)
+
+
+def record(name, device, metric, value, unit, baseline=None, baseline_value=None) -> dict:
+    """One benchmark result; ``ratio`` is value / baseline_value where there is a baseline."""
+    out = {"name": name, "device": device, "metric": metric, "value": value, "unit": unit}
+    if baseline is not None:
+        out.update(
+            baseline=baseline,
+            baseline_value=baseline_value,
+            ratio=value / baseline_value if baseline_value else None,
+        )
+    return out
+
+
+def bench_matmul(cpu_sizes=CPU_SIZES, accelerator_sizes=ACCELERATOR_SIZES, repeats=10) -> list:
+    """``matmul_fp32_vs_numpy`` on the CPU, and the roofline records on every device present."""
+    from helpers import devices, roofline
+
+    kinds = devices.available_kinds(devices.list_gpus(), devices.detect_tpu())
+    sweep = roofline.numpy_sweep(cpu_sizes, repeats, device=kinds["cpu"])
+    for kind, name in kinds.items():
+        sizes = cpu_sizes if kind == "cpu" else accelerator_sizes
+        sweep += roofline.matmul_sweep(sizes, roofline.DTYPES, kind, name, repeats)
+    cmp = roofline.tf_vs_numpy(sweep, kinds["cpu"])
+    n = cmp["size"]
+    records = [
+        record(
+            "matmul_fp32_vs_numpy",
+            kinds["cpu"],
+            f"TF float32 matmul GFLOP/s at {n}x{n}",
+            cmp["tf_gflops"],
+            "GFLOP/s",
+            "NumPy BLAS float32, same run",
+            cmp["numpy_gflops"],
+        )
+    ]
+    for r in sweep:
+        if r["device"].endswith("(NumPy BLAS)"):
+            continue
+        records.append(
+            record(
+                f"matmul_roofline_{r['dtype']}_{r['size']}",
+                r["device"],
+                f"median TFLOP/s, {r['dtype']} {r['size']}x{r['size']}",
+                r["tflops"],
+                "TFLOP/s",
+                "published peak" if r["peak_tflops"] else None,
+                r["peak_tflops"],
+            )
+        )
+    return records
+
+
+#: name -> function returning records. Notebooks' issues add their benchmarks here.
+BENCHMARKS = {"matmul": bench_matmul}
+
+
+def markdown(records: list[dict], meta: dict) -> str:
+    """The records as a markdown table, with when and where they were measured."""
+    lines = [
+        "# Benchmark results",
+        "",
+        f"Measured {meta['when']} on {meta['machine']} (TensorFlow {meta['tensorflow']}).",
+        "",
+        "| name | device | metric | value | unit | baseline | baseline value | ratio |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in records:
+
+        def fmt(v):
+            return f"{v:.4g}" if isinstance(v, float) else ("" if v is None else str(v))
+
+        lines.append(
+            "| "
+            + " | ".join(
+                fmt(r.get(k))
+                for k in (
+                    "name",
+                    "device",
+                    "metric",
+                    "value",
+                    "unit",
+                    "baseline",
+                    "baseline_value",
+                    "ratio",
+                )
+            )
+            + " |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def write(records: list[dict], out: Path, meta: dict) -> tuple[Path, Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    json_path, md_path = out / "results.json", out / "results.md"
+    json_path.write_text(json.dumps(records, indent=1) + "\n")
+    md_path.write_text(markdown(records, meta))
+    return json_path, md_path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=BUILD / "bench")
+    parser.add_argument("--only", nargs="*", choices=sorted(BENCHMARKS))
+    args = parser.parse_args(argv)
+    from helpers.logs import import_tensorflow
+
+    tf = import_tensorflow()
+    records = []
+    for name in args.only or BENCHMARKS:
+        print(f"benchmark {name} ...", flush=True)
+        records += BENCHMARKS[name]()
+    meta = {
+        "when": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": f"{platform.machine()} {platform.node()}",
+        "tensorflow": tf.__version__,
+    }
+    json_path, md_path = write(records, args.out, meta)
+    print(md_path.read_text())
+    print(f"wrote {json_path} and {md_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
