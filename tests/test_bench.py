@@ -30,3 +30,13 @@ def test_write_json_and_markdown(tmp_path):
     assert json.loads(json_path.read_text()) == records
     table = md_path.read_text()
     assert "| a | CPU | m | 1.235 | GFLOP/s | numpy | 1 | 1.235 |" in table
+
+
+def test_tfdata_benchmark_records(tf):
+    records = bench.bench_tfdata(latency_scale=0.05, epochs=2, images=256, steps=2)
+    names = [r["name"] for r in records]
+    assert names == ["tfdata_optimized_vs_naive", "tfdata_vs_compute_bound"]
+    speedup = records[0]
+    assert speedup["ratio"] == pytest.approx(speedup["value"] / speedup["baseline_value"])
+    assert speedup["ratio"] > 1  # the combined pipeline beats the naive one, same run
+    assert records[1]["unit"] == "s" and records[1]["baseline_value"] > 0

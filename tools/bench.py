@@ -74,8 +74,60 @@ def bench_matmul(cpu_sizes=CPU_SIZES, accelerator_sizes=ACCELERATOR_SIZES, repea
     return records
 
 
-#: name -> function returning records. Notebooks' issues add their benchmarks here.
-BENCHMARKS = {"matmul": bench_matmul}
+def bench_tfdata(
+    latency_scale: float = 1.0, epochs: int = 5, images: int = 4096, steps: int = 32
+) -> list:
+    """``tfdata_optimized_vs_naive`` (latency benchmark) and ``tfdata_vs_compute_bound``
+    (a real model fed by the tuned TFRecord pipeline against the same steps from memory)."""
+    import tempfile
+
+    import tensorflow as tf
+
+    from helpers import data, devices, diagnose, latency, models, pipelines
+
+    kinds = devices.available_kinds(devices.list_gpus(), devices.detect_tpu())
+    kind = list(kinds)[-1]
+    results = {
+        r["variant"]: r
+        for r in latency.compare(latency.Latencies().scaled(latency_scale), epochs=epochs)
+    }
+    naive, best = results["naive"]["epoch_s"], results["all combined"]["epoch_s"]
+    records = [
+        record(
+            "tfdata_optimized_vs_naive",
+            "CPU (simulated latencies)",
+            "naive pipeline, steady-state epoch s",
+            naive,
+            "s",
+            "all optimisations combined, same run",
+            best,
+        )
+    ]
+    source = data.load("mnist", verbose=False)
+    x, y, _ = data.repeat_to(source.x_train, source.y_train, images)
+    with tempfile.TemporaryDirectory() as folder:
+        pipelines.write_tfrecords(x, y, folder, shards=4)
+        ds, _ = pipelines.read_tfrecords(folder, 128, shuffle=len(x))
+        with tf.distribute.OneDeviceStrategy(devices.device_name(kind)).scope():
+            model = models.mnist_cnn()
+            model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+        report = diagnose.input_bound(model, ds, steps, epochs)
+    records.append(
+        record(
+            "tfdata_vs_compute_bound",
+            kinds[kind],
+            f"pipeline-fed epoch s ({steps} steps, mnist_cnn, batch 128, TFRecords)",
+            report["pipeline_epoch_s"],
+            "s",
+            "compute-only epoch s (data in memory)",
+            report["compute_epoch_s"],
+        )
+    )
+    return records
+
+
+#: name -> function returning records. Later notebooks add their benchmarks here.
+BENCHMARKS = {"matmul": bench_matmul, "tfdata": bench_tfdata}
 
 
 def markdown(records: list[dict], meta: dict) -> str:

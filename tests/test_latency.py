@@ -1,0 +1,54 @@
+import pytest
+
+from helpers import latency
+
+FAST = latency.Latencies().scaled(0.1)
+
+
+def test_naive_pays_every_latency_in_sequence(tf):
+    seconds, log = latency.run(FAST, epochs=2)
+    kinds = [kind for kind, _, _ in log.events]
+    lat = FAST
+    assert kinds.count("open") == 2 * lat.files
+    assert kinds.count("read") == 2 * lat.files * lat.records_per_file
+    assert kinds.count("train") == 2 * lat.files * lat.records_per_file // lat.batch_size
+    serial = (
+        lat.files * (lat.open_s + lat.records_per_file * (lat.read_s + lat.map_s))
+        + lat.files * lat.records_per_file // lat.batch_size * lat.train_s
+    )
+    assert min(seconds) >= 0.95 * serial  # nothing overlaps in the naive pipeline
+
+
+def test_each_optimisation_changes_what_it_should(tf):
+    results = {r["variant"]: r for r in latency.compare(FAST, epochs=2)}
+    naive = results["naive"]
+    assert naive["speedup"] == 1.0
+    # cache: only the first epoch opens and reads; the second comes from memory
+    cached_kinds = [k for k, _, _ in results["cache"]["log"].events]
+    assert cached_kinds.count("read") == FAST.files * FAST.records_per_file
+    assert cached_kinds.count("open") == FAST.files
+    # vectorised: one map call per batch instead of per record
+    vec = [k for k, _, _ in results["vectorised map"]["log"].events].count("map")
+    assert vec == 2 * FAST.files * FAST.records_per_file // FAST.batch_size
+    assert results["all combined"]["speedup"] > results["parallel map"]["speedup"] > 1.0
+
+
+def test_overlap_is_visible_in_the_event_log(tf):
+    _, log = latency.run(FAST, epochs=2, interleave=True)
+    opens = sorted((s, e) for k, s, e in log.events if k == "open")
+    assert any(b[0] < a[1] for a, b in zip(opens, opens[1:], strict=False))  # parallel opens
+
+
+def test_table_and_timeline(tf):
+    results = latency.compare(
+        FAST, epochs=2, variants={"naive": {}, "all combined": {"prefetch": True, "cache": True}}
+    )
+    rows = latency.table_rows(results)
+    assert rows[0][0] == "naive" and rows[0][-1] == "1.0x"
+    fig = latency.plot_timelines(results)
+    assert len(fig.axes) == 2
+
+
+def test_one_epoch_is_refused():
+    with pytest.raises(ValueError):
+        latency.compare(FAST, epochs=1)
