@@ -44,7 +44,9 @@ NATIVE_NOISE = re.compile(
     r"|To enable the following instructions:"
     # float16 on a CPU without AVX-512: TF says it uses Eigen instead of oneDNN (a notice,
     # though logged as an error); notebook 02 measures what that costs
-    r"|E\d{4} [\d:. ]+\d+ util\.cc:\d+\] oneDNN supports DT_HALF only)"
+    r"|E\d{4} [\d:. ]+\d+ util\.cc:\d+\] oneDNN supports DT_HALF only"
+    # Grappler declining one rewrite of a graph (it runs the graph unrewritten)
+    r"|E\d{4} [\d:. ]+\d+ meta_optimizer\.cc:\d+\] remapper failed)"
 )
 
 

@@ -40,3 +40,10 @@ def test_tfdata_benchmark_records(tf):
     assert speedup["ratio"] == pytest.approx(speedup["value"] / speedup["baseline_value"])
     assert speedup["ratio"] > 1  # the combined pipeline beats the naive one, same run
     assert records[1]["unit"] == "s" and records[1]["baseline_value"] > 0
+
+
+def test_dcgan_benchmark_record(tf):
+    (rec,) = bench.bench_dcgan(batch_size=16, repeats=2)
+    assert rec["name"] == "dcgan_vs_tutorial" and rec["unit"] == "images/s"
+    assert rec["ratio"] == pytest.approx(rec["value"] / rec["baseline_value"])
+    assert "batch 16" in rec["metric"]

@@ -126,8 +126,31 @@ def bench_tfdata(
     return records
 
 
+def bench_dcgan(batch_size: int = 256, repeats: int = 10) -> list:
+    """``dcgan_vs_tutorial``: images/s of our DCGAN step against the TF tutorial's step
+    (same model, batch 256, same device, one run)."""
+    from helpers import devices, gan_tutorial
+
+    kinds = devices.available_kinds(devices.list_gpus(), devices.detect_tpu())
+    kind = list(kinds)[-1]
+    result = gan_tutorial.compare_steps(kind, kinds[kind], batch_size, repeats)
+    ours = result["ours"]
+    xla = "XLA" if ours["xla"] else "no XLA"
+    return [
+        record(
+            "dcgan_vs_tutorial",
+            kinds[kind],
+            f"DCGAN step images/s, batch {batch_size} ({ours['policy']}, {xla})",
+            ours["images_per_s"],
+            "images/s",
+            "TF tutorial step (float32, no XLA), same run",
+            result["tutorial"]["images_per_s"],
+        )
+    ]
+
+
 #: name -> function returning records. Later notebooks add their benchmarks here.
-BENCHMARKS = {"matmul": bench_matmul, "tfdata": bench_tfdata}
+BENCHMARKS = {"matmul": bench_matmul, "tfdata": bench_tfdata, "dcgan": bench_dcgan}
 
 
 def markdown(records: list[dict], meta: dict) -> str:

@@ -1,0 +1,239 @@
+"""DCGAN training: one compiled step that works under any ``tf.distribute`` strategy,
+precision and XLA chosen per device, and a run that checkpoints and resumes.
+
+- Noise is drawn at the real batch's size, from a checkpointed ``tf.random.Generator``.
+- ``d_steps`` discriminator updates per generator update, inside the compiled step.
+- ``mixed_float16`` (GPU) wraps *each* optimizer in a ``LossScaleOptimizer``: ``scale_loss``,
+  then ``apply``, which unscales and skips non-finite updates. ``mixed_bfloat16`` (TPU, CPUs
+  with native bf16) needs no loss scaling. Logits and losses stay float32.
+- Losses are averaged over the *global* batch (``tf.nn.compute_average_loss``), so the same
+  global batch gives the same update on 1 or 8 replicas.
+Used by: 04_dcgan, 05_tpu_distribute, ``make bench``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from helpers.gan_models import build_pair
+from helpers.logs import native_noise_filtered
+from helpers.throughput import mixed_policy_for, precision
+
+PRECISIONS = ("auto", "float32", "mixed_float16", "mixed_bfloat16")
+XLA_CHOICES = ("auto", "on", "off")
+
+
+def choose_precision(kind: str, requested: str = "auto") -> str:
+    """The dtype policy: the device's mixed policy where one helps, unless one is forced."""
+    if requested != "auto":
+        return requested
+    return mixed_policy_for(kind) or "float32"
+
+
+def choose_xla(kind: str, requested: str = "auto") -> bool:
+    """XLA on accelerators, off on the CPU (where it was measured slower), unless forced."""
+    if requested != "auto":
+        return requested == "on"
+    return kind in ("gpu", "tpu")
+
+
+@dataclass
+class GANConfig:
+    """What to build and how to train it."""
+
+    architecture: str = "tutorial"
+    shape: tuple = (28, 28, 1)
+    noise_dim: int = 100
+    d_steps: int = 1
+    learning_rate: float = 1e-4
+    beta_1: float = 0.9
+    precision: str = "float32"  # a resolved policy (see choose_precision)
+    xla: bool = False
+    seed: int = 0
+    synchronized_bn: bool = False
+
+
+class GANTrainer:
+    """Generator, discriminator, their optimizers and the compiled training step."""
+
+    def __init__(self, config: GANConfig, strategy=None):
+        import keras
+        import tensorflow as tf
+
+        self.config = config
+        self.strategy = strategy or tf.distribute.get_strategy()
+        self.policy = config.precision
+        with precision(self.policy), self.strategy.scope():
+            keras.utils.set_random_seed(config.seed)
+            self.generator, self.discriminator = build_pair(
+                config.architecture, tuple(config.shape), config.noise_dim, config.synchronized_bn
+            )
+            self.g_opt = self._optimizer("generator_adam")
+            self.d_opt = self._optimizer("discriminator_adam")
+            self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
+            self.rng = tf.random.Generator.from_seed(config.seed)
+            for opt, model in ((self.g_opt, self.generator), (self.d_opt, self.discriminator)):
+                opt.build(model.trainable_variables)
+        self._train = tf.function(self._distributed_step, jit_compile=config.xla)
+        self._traced = False
+
+    def _optimizer(self, name: str):
+        import keras
+
+        adam = keras.optimizers.Adam(
+            self.config.learning_rate, beta_1=self.config.beta_1, name=name
+        )
+        if self.policy == "mixed_float16":
+            return keras.optimizers.LossScaleOptimizer(adam, name=f"{name}_loss_scale")
+        return adam
+
+    @staticmethod
+    def _bce(labels, logits):
+        import tensorflow as tf
+
+        return tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=logits)[:, 0]
+
+    def _replica_step(self, real, noise=None):
+        import tensorflow as tf
+
+        batch = tf.shape(real)[0]
+
+        def draw():
+            # noise at the real batch's size, from the checkpointed generator
+            return self.rng.normal([batch, self.config.noise_dim]) if noise is None else noise
+
+        def losses():
+            fake = self.generator(draw(), training=True)
+            real_logits = self.discriminator(real, training=True)
+            fake_logits = self.discriminator(fake, training=True)
+            disc = self._bce(tf.ones_like(real_logits), real_logits) + self._bce(
+                tf.zeros_like(fake_logits), fake_logits
+            )
+            gen = self._bce(tf.ones_like(fake_logits), fake_logits)
+            # averaged over the global batch: right on 1 replica and on 8
+            return tf.nn.compute_average_loss(disc), tf.nn.compute_average_loss(gen)
+
+        for _ in range(self.config.d_steps - 1):  # extra discriminator-only updates
+            with tf.GradientTape() as tape:
+                disc, _ = losses()
+                scaled = self.d_opt.scale_loss(disc)
+            grads = tape.gradient(scaled, self.discriminator.trainable_variables)
+            self.d_opt.apply(grads, self.discriminator.trainable_variables)
+        # then both networks from one forward pass, as in the TF tutorial
+        with tf.GradientTape() as g_tape, tf.GradientTape() as d_tape:
+            disc, gen = losses()
+            d_scaled, g_scaled = self.d_opt.scale_loss(disc), self.g_opt.scale_loss(gen)
+        g_grads = g_tape.gradient(g_scaled, self.generator.trainable_variables)
+        d_grads = d_tape.gradient(d_scaled, self.discriminator.trainable_variables)
+        self.g_opt.apply(g_grads, self.generator.trainable_variables)
+        self.d_opt.apply(d_grads, self.discriminator.trainable_variables)
+        return disc, gen
+
+    def _distributed_step(self, real, noise=None):
+        import tensorflow as tf
+
+        args = (real,) if noise is None else (real, noise)
+        disc, gen = self.strategy.run(self._replica_step, args=args)
+        self.step.assign_add(1)
+        total = tf.distribute.ReduceOp.SUM  # each replica's loss is already / global batch
+        return self.strategy.reduce(total, disc, axis=None), self.strategy.reduce(
+            total, gen, axis=None
+        )
+
+    def train_step(self, real, noise=None):
+        """One compiled step on a (distributed) batch of images in [-1, 1]; returns losses."""
+        args = (real,) if noise is None else (real, noise)
+        if self._traced:
+            return self._train(*args)
+        with native_noise_filtered():  # graph optimisers' notices while tracing
+            result = self._train(*args)
+        self._traced = True
+        return result
+
+    def generate(self, noise):
+        return self.generator(noise, training=False)
+
+    def checkpoint_objects(self) -> dict:
+        """Everything that defines the run's state, for ``tf.train.Checkpoint``.
+
+        Model and optimizer variables are listed by path, so that state Keras does not
+        expose to TF's tracking (dropout seed generators) is saved too.
+        """
+
+        def by_position(variables):
+            # keyed by position, not by path or name: those carry layer names that Keras
+            # numbers per session (dense_1, dense_2...), so a second run would not match
+            return {f"v{i:03d}": v for i, v in enumerate(variables)}
+
+        return {
+            "generator": by_position(self.generator.variables),
+            "discriminator": by_position(self.discriminator.variables),
+            "g_opt": by_position(self.g_opt.variables),
+            "d_opt": by_position(self.d_opt.variables),
+            "step": self.step,
+            "rng": self.rng,
+        }
+
+
+def to_gan_range(images, labels=None):
+    """uint8 images to float32 in [-1, 1], the generator's ``tanh`` range (for ``map``)."""
+    import tensorflow as tf
+
+    return tf.cast(images, tf.float32) / 127.5 - 1.0
+
+
+def from_gan_range(images):
+    """Generator output in [-1, 1] to uint8 pixels."""
+    import numpy as np
+
+    return np.uint8(np.clip((np.asarray(images, dtype="float32") + 1) * 127.5, 0, 255))
+
+
+def epoch_batches(images, batch_size: int, seed: int = 0):
+    """``make_dataset(epoch)`` for :class:`helpers.gan_run.GANRun`: the images in [-1, 1],
+    shuffled in an order fixed by (seed, epoch), in full batches (``drop_remainder``, so
+    every step sees ``batch_size`` images and shapes stay static for XLA and TPUs)."""
+    import tensorflow as tf
+
+    base = tf.data.Dataset.from_tensor_slices(images).map(to_gan_range).cache()
+
+    def make(epoch: int):
+        shuffled = base.shuffle(
+            len(images), seed=seed * 100_003 + epoch, reshuffle_each_iteration=False
+        )
+        return shuffled.batch(batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+
+    return make
+
+
+def architecture_for(shape, requested: str = "auto") -> str:
+    """ "tutorial" for 28x28 images and "dcgan" for 32x32 or 64x64, unless one is asked for."""
+    if requested != "auto":
+        return requested
+    return "tutorial" if tuple(shape[:2]) == (28, 28) else "dcgan"
+
+
+def architecture_rule(shape):
+    """A :mod:`helpers.params` rule: the architecture must fit the data set's image size."""
+    from helpers.params import ParameterError
+
+    def rule(name: str, value: object) -> object:
+        allowed = ("auto", "tutorial", "dcgan")
+        if value not in allowed:
+            raise ParameterError(
+                f"Invalid parameter {name}={value!r}: allowed values are "
+                + ", ".join(map(repr, allowed))
+                + "."
+            )
+        fits = {
+            "tutorial": tuple(shape[:2]) == (28, 28),
+            "dcgan": shape[0] == shape[1] and shape[0] in (32, 64),
+        }
+        if value != "auto" and not fits[value]:
+            raise ParameterError(
+                f"Invalid parameter {name}={value!r}: it does not make "
+                f"{shape[0]}x{shape[1]} images; use 'auto'."
+            )
+        return value
+
+    return rule

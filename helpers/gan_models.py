@@ -1,0 +1,128 @@
+"""DCGAN generators and discriminators: the TF tutorial's 28x28 pair and the classic
+DCGAN for 32x32 or 64x64 images.
+
+Under a mixed-precision policy the generator's ``tanh`` output and the
+discriminator's logits stay float32, so losses are computed in full precision.
+Used by: 04_dcgan, 05_tpu_distribute.
+"""
+
+from __future__ import annotations
+
+import math
+
+
+def tutorial_generator(noise_dim: int = 100, channels: int = 1):
+    """The TF DCGAN tutorial's generator: Dense 7x7x256, then 5x5 transposed convolutions."""
+    import keras
+    from keras import layers
+
+    return keras.Sequential(
+        [
+            keras.Input((noise_dim,)),
+            layers.Dense(7 * 7 * 256, use_bias=False),
+            layers.BatchNormalization(),
+            layers.LeakyReLU(0.3),
+            layers.Reshape((7, 7, 256)),
+            layers.Conv2DTranspose(128, 5, strides=1, padding="same", use_bias=False),
+            layers.BatchNormalization(),
+            layers.LeakyReLU(0.3),
+            layers.Conv2DTranspose(64, 5, strides=2, padding="same", use_bias=False),
+            layers.BatchNormalization(),
+            layers.LeakyReLU(0.3),
+            layers.Conv2DTranspose(channels, 5, strides=2, padding="same", use_bias=False),
+            layers.Activation("tanh", dtype="float32"),
+        ],
+        name="tutorial_generator",
+    )
+
+
+def tutorial_discriminator(shape=(28, 28, 1), dropout: float = 0.3, synchronized: bool = False):
+    """The TF DCGAN tutorial's discriminator: two strided 5x5 convolutions, dropout, logits."""
+    import keras
+    from keras import layers
+
+    del synchronized  # no batch norm here; kept for a uniform signature
+    return keras.Sequential(
+        [
+            keras.Input(shape),
+            layers.Conv2D(64, 5, strides=2, padding="same"),
+            layers.LeakyReLU(0.3),
+            layers.Dropout(dropout),
+            layers.Conv2D(128, 5, strides=2, padding="same"),
+            layers.LeakyReLU(0.3),
+            layers.Dropout(dropout),
+            layers.Flatten(),
+            layers.Dense(1, dtype="float32"),
+        ],
+        name="tutorial_discriminator",
+    )
+
+
+def dcgan_generator(noise_dim: int = 100, size: int = 64, channels: int = 3, width: int = 64):
+    """DCGAN generator (Radford et al.): 4x4 seed, stride-2 transposed 4x4 convolutions with
+    batch norm and ReLU, ``tanh`` output; ``size`` is 32 or 64."""
+    import keras
+    from keras import layers
+
+    ups = int(math.log2(size // 4))
+    filters = width * 2 ** (ups - 1)
+    stack = [
+        keras.Input((noise_dim,)),
+        layers.Dense(4 * 4 * filters, use_bias=False),
+        layers.BatchNormalization(),
+        layers.ReLU(),
+        layers.Reshape((4, 4, filters)),
+    ]
+    for _ in range(ups - 1):
+        filters //= 2
+        stack += [
+            layers.Conv2DTranspose(filters, 4, strides=2, padding="same", use_bias=False),
+            layers.BatchNormalization(),
+            layers.ReLU(),
+        ]
+    stack += [
+        layers.Conv2DTranspose(channels, 4, strides=2, padding="same", use_bias=False),
+        layers.Activation("tanh", dtype="float32"),
+    ]
+    return keras.Sequential(stack, name=f"dcgan{size}_generator")
+
+
+def dcgan_discriminator(shape=(64, 64, 3), width: int = 64, synchronized: bool = False):
+    """DCGAN discriminator: stride-2 4x4 convolutions with batch norm and LeakyReLU, logits.
+
+    ``synchronized=True`` uses batch statistics across replicas under a distribution
+    strategy (see notebook 05)."""
+    import keras
+    from keras import layers
+
+    downs = int(math.log2(shape[0] // 4))
+    stack = [keras.Input(shape)]
+    filters = width
+    for i in range(downs):
+        stack.append(layers.Conv2D(filters, 4, strides=2, padding="same", use_bias=i == 0))
+        if i:
+            stack.append(layers.BatchNormalization(synchronized=synchronized))
+        stack.append(layers.LeakyReLU(0.2))
+        filters *= 2
+    stack += [layers.Flatten(), layers.Dense(1, dtype="float32")]
+    return keras.Sequential(stack, name=f"dcgan{shape[0]}_discriminator")
+
+
+ARCHITECTURES = ("tutorial", "dcgan")
+
+
+def build_pair(architecture: str, shape, noise_dim: int = 100, synchronized: bool = False):
+    """Generator and discriminator for images of ``shape`` (28x28 for "tutorial",
+    32x32 or 64x64 for "dcgan")."""
+    if architecture == "tutorial":
+        if shape[:2] != (28, 28):
+            raise ValueError(f"the tutorial DCGAN makes 28x28 images, not {shape[:2]}")
+        return tutorial_generator(noise_dim, shape[2]), tutorial_discriminator(shape)
+    if architecture == "dcgan":
+        if shape[0] != shape[1] or shape[0] not in (32, 64):
+            raise ValueError(f"the DCGAN makes 32x32 or 64x64 images, not {shape[:2]}")
+        return (
+            dcgan_generator(noise_dim, shape[0], shape[2]),
+            dcgan_discriminator(shape, synchronized=synchronized),
+        )
+    raise ValueError(f"architecture={architecture!r} is unknown: use one of {ARCHITECTURES}")

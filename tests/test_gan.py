@@ -1,0 +1,194 @@
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from helpers import data, gan, gan_models, gan_run, gan_score
+
+SCRIPTS = Path(__file__).parent / "scripts"
+
+
+def test_precision_and_xla_per_device():
+    assert gan.choose_precision("gpu") == "mixed_float16"
+    assert gan.choose_precision("tpu") == "mixed_bfloat16"
+    assert gan.choose_precision("cpu", "float32") == "float32"
+    assert gan.choose_xla("gpu") and gan.choose_xla("tpu") and not gan.choose_xla("cpu")
+    assert gan.choose_xla("cpu", "on") and not gan.choose_xla("gpu", "off")
+
+
+@pytest.mark.parametrize(
+    "architecture, shape",
+    [("tutorial", (28, 28, 1)), ("dcgan", (32, 32, 3)), ("dcgan", (64, 64, 3))],
+)
+def test_architectures_make_the_right_images(tf, architecture, shape):
+    generator, discriminator = gan_models.build_pair(architecture, shape, noise_dim=16)
+    images = generator(np.zeros((2, 16), "float32"))
+    assert images.shape == (2, *shape)
+    assert discriminator(images).shape == (2, 1)
+
+
+def test_wrong_shapes_are_refused():
+    with pytest.raises(ValueError, match="28x28"):
+        gan_models.build_pair("tutorial", (32, 32, 3))
+    with pytest.raises(ValueError, match="unknown"):
+        gan_models.build_pair("stylegan", (64, 64, 3))
+
+
+def test_noise_is_drawn_at_the_real_batch_size(tf):
+    trainer = gan.GANTrainer(gan.GANConfig())
+    for batch in (7, 5):  # a short last batch must not crash or mismatch
+        d_loss, g_loss = trainer.train_step(tf.zeros((batch, 28, 28, 1)))
+        assert np.isfinite(float(d_loss)) and np.isfinite(float(g_loss))
+    assert int(trainer.step) == 2
+
+
+def test_d_steps_update_the_discriminator_more_often(tf):
+    trainer = gan.GANTrainer(gan.GANConfig(d_steps=3))
+    trainer.train_step(tf.zeros((4, 28, 28, 1)))
+    assert int(trainer.d_opt.iterations) == 3 and int(trainer.g_opt.iterations) == 1
+
+
+def test_mixed_float16_wraps_both_optimizers_and_skips_non_finite_steps(tf):
+    import keras
+
+    trainer = gan.GANTrainer(gan.GANConfig(precision="mixed_float16"))
+    assert isinstance(trainer.g_opt, keras.optimizers.LossScaleOptimizer)
+    assert isinstance(trainer.d_opt, keras.optimizers.LossScaleOptimizer)
+    assert trainer.generator.layers[0].compute_dtype == "float16"
+    trainer.train_step(tf.random.uniform((4, 28, 28, 1), -1, 1))
+    before = [v.numpy().copy() for v in trainer.discriminator.trainable_variables]
+    scale = float(trainer.d_opt.dynamic_scale)
+    trainer.train_step(tf.fill((4, 28, 28, 1), float("nan")))  # non-finite gradients
+    after = [v.numpy() for v in trainer.discriminator.trainable_variables]
+    assert all(np.array_equal(a, b) for a, b in zip(before, after, strict=True))
+    assert float(trainer.d_opt.dynamic_scale) < scale  # the loss scale backed off
+
+
+def test_train_step_under_a_two_device_strategy():
+    code = textwrap.dedent("""
+        from helpers.logs import import_tensorflow
+        from helpers.strategy import split_cpu
+        from helpers import gan
+        tf = import_tensorflow()
+        split_cpu(2)
+        strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+        trainer = gan.GANTrainer(gan.GANConfig(), strategy)
+        ds = tf.data.Dataset.from_tensor_slices(tf.zeros((16, 28, 28, 1))).batch(8)
+        for batch in strategy.experimental_distribute_dataset(ds):
+            d, g = trainer.train_step(batch)
+        print(strategy.num_replicas_in_sync, int(trainer.step.numpy()), bool(tf.math.is_finite(d)))
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["2", "2", "True"]
+
+
+def run_script(*args):
+    done = subprocess.run(
+        [sys.executable, str(SCRIPTS / "gan_kill_resume.py"), *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+def test_killed_and_resumed_run_ends_with_the_same_weights(tmp_path):
+    run_script(tmp_path / "straight", 0, tmp_path / "straight.npz")
+    # saves at steps 3, 4 (end of epoch 1) and 6, dies after step 7, mid-epoch
+    run_script(tmp_path / "killed", 7, tmp_path / "killed.npz")
+    out = run_script(tmp_path / "killed", 0, tmp_path / "resumed.npz")
+    assert "Resumed from ckpt-6 at step 6." in out
+    straight, resumed = np.load(tmp_path / "straight.npz"), np.load(tmp_path / "resumed.npz")
+    assert int(straight["step"]) == int(resumed["step"]) == 8
+    for key in straight.files:
+        np.testing.assert_array_equal(straight[key], resumed[key], err_msg=key)
+
+
+def test_a_corrupt_latest_checkpoint_falls_back_to_the_one_before(tf, tmp_path):
+    images = data.load("digits", limit=64, verbose=False)
+    trainer = gan.GANTrainer(gan.GANConfig())
+    run = gan_run.GANRun(trainer, tmp_path, every_steps=1)
+    run.train(gan.epoch_batches(images.x_train, 16), epochs=1, steps_per_epoch=3, progress=False)
+    latest = Path(run.manager.latest_checkpoint)
+    for part in latest.parent.glob(latest.name + ".data-*"):
+        part.write_bytes(b"\0" * 64)
+    resumed = gan_run.GANRun(gan.GANTrainer(gan.GANConfig()), tmp_path, every_steps=1)
+    with pytest.warns(UserWarning, match="could not be read"):
+        step = resumed.restore()
+    assert step == 2 and resumed.history["losses"][-1][0] == 2
+
+
+def test_history_grids_gif_and_plot(tf, tmp_path):
+    images = data.load("digits", limit=64, verbose=False)
+    trainer = gan.GANTrainer(gan.GANConfig())
+    run = gan_run.GANRun(trainer, tmp_path, every_steps=100)
+    history = run.train(
+        gan.epoch_batches(images.x_train, 16), epochs=2, steps_per_epoch=2, progress=False
+    )
+    assert [row[0] for row in history["losses"]] == [1, 2, 3, 4]
+    assert [row["epoch"] for row in history["epochs"]] == [1, 2]
+    grids = run.grids()
+    assert all(g.exists() for g in grids)
+    gif = gan_run.make_gif(grids, tmp_path / "progress.gif")
+    from PIL import Image
+
+    assert Image.open(gif).n_frames == 2
+    assert len(gan_run.plot_history(history).axes) == 2
+
+
+def test_score_ranks_real_images_above_noise(tf, tmp_path):
+    images = data.load("digits", verbose=False)
+    scorer = gan_score.Scorer(
+        images.x_train,
+        images.y_train,
+        images.x_test,
+        10,
+        tmp_path,
+        "digits",
+        epochs=2,
+        verbose=False,
+    )
+    noise = np.random.default_rng(0).uniform(-1, 1, (300, 28, 28, 1)).astype("float32")
+    fake = scorer.score(noise)
+    assert scorer.real["inception_score"] > fake["inception_score"] + 1
+    assert scorer.real["frechet_distance"] < fake["frechet_distance"] / 2
+    again = gan_score.Scorer(
+        images.x_train,
+        images.y_train,
+        images.x_test,
+        10,
+        tmp_path,
+        "digits",
+        epochs=2,
+        verbose=False,
+    )  # loads the cached classifier
+    assert again.real["inception_score"] == pytest.approx(scorer.real["inception_score"])
+
+
+def test_inception_score_bounds():
+    assert gan_score.inception_score(np.full((10, 4), 0.25)) == pytest.approx(1.0)
+    assert gan_score.inception_score(np.eye(4)) == pytest.approx(4.0)
+
+
+def test_architecture_follows_the_image_size():
+    from helpers.params import ParameterError
+
+    assert gan.architecture_for((28, 28, 1)) == "tutorial"
+    assert gan.architecture_for((32, 32, 3)) == "dcgan"
+    rule = gan.architecture_rule((32, 32, 3))
+    assert rule("architecture", "dcgan") == "dcgan"
+    with pytest.raises(ParameterError, match="does not make 32x32 images"):
+        rule("architecture", "tutorial")
+    with pytest.raises(ParameterError, match="allowed values"):
+        rule("architecture", "stylegan")
+
+
+def test_drive_only_on_colab(tmp_path):
+    assert gan_run.run_directory("runs/a") == Path("runs/a")
+    with pytest.raises(RuntimeError, match="needs Google Colab"):
+        gan_run.run_directory("runs/a", use_drive=True, platform="local")
