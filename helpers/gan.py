@@ -51,6 +51,7 @@ class GANConfig:
     xla: bool = False
     seed: int = 0
     synchronized_bn: bool = False
+    dropout: float = 0.3
 
 
 class GANTrainer:
@@ -66,7 +67,11 @@ class GANTrainer:
         with precision(self.policy), self.strategy.scope():
             keras.utils.set_random_seed(config.seed)
             self.generator, self.discriminator = build_pair(
-                config.architecture, tuple(config.shape), config.noise_dim, config.synchronized_bn
+                config.architecture,
+                tuple(config.shape),
+                config.noise_dim,
+                config.synchronized_bn,
+                config.dropout,
             )
             self.g_opt = self._optimizer("generator_adam")
             self.d_opt = self._optimizer("discriminator_adam")
@@ -76,6 +81,7 @@ class GANTrainer:
                 opt.build(model.trainable_variables)
         self._train = tf.function(self._distributed_step, jit_compile=config.xla)
         self._traced = False
+        self._train_many = None
 
     def _optimizer(self, name: str):
         import keras
@@ -139,6 +145,29 @@ class GANTrainer:
         return self.strategy.reduce(total, disc, axis=None), self.strategy.reduce(
             total, gen, axis=None
         )
+
+    def _distributed_steps(self, iterator, steps):
+        import tensorflow as tf
+
+        disc = gen = tf.constant(0.0)
+        for _ in tf.range(steps):  # several steps in one call: fewer round trips to the host
+            element = next(iterator)
+            parts = element if isinstance(element, tuple) else (element,)
+            disc, gen = self._distributed_step(*parts)
+        return disc, gen
+
+    def train_steps(self, iterator, steps: int):
+        """``steps`` steps in one compiled call, reading a distributed iterator whose
+        elements are images or ``(images, noise)``; returns the last step's losses.
+        On a TPU this keeps the cores busy between round trips (notebook 05).
+
+        The steps run in a ``tf.range`` loop inside one ``tf.function``."""
+        import tensorflow as tf
+
+        if self._train_many is None:
+            self._train_many = tf.function(self._distributed_steps)
+        with native_noise_filtered():
+            return self._train_many(iterator, tf.constant(steps))
 
     def train_step(self, real, noise=None):
         """One compiled step on a (distributed) batch of images in [-1, 1]; returns losses."""

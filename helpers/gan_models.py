@@ -11,23 +11,29 @@ from __future__ import annotations
 import math
 
 
-def tutorial_generator(noise_dim: int = 100, channels: int = 1):
-    """The TF DCGAN tutorial's generator: Dense 7x7x256, then 5x5 transposed convolutions."""
+def tutorial_generator(noise_dim: int = 100, channels: int = 1, synchronized: bool = False):
+    """The TF DCGAN tutorial's generator: Dense 7x7x256, then 5x5 transposed convolutions.
+
+    ``synchronized=True`` computes batch-norm statistics over the global batch under a
+    distribution strategy (the same on 1 replica or 8); the default is per replica."""
     import keras
     from keras import layers
+
+    def norm():
+        return layers.BatchNormalization(synchronized=synchronized)
 
     return keras.Sequential(
         [
             keras.Input((noise_dim,)),
             layers.Dense(7 * 7 * 256, use_bias=False),
-            layers.BatchNormalization(),
+            norm(),
             layers.LeakyReLU(0.3),
             layers.Reshape((7, 7, 256)),
             layers.Conv2DTranspose(128, 5, strides=1, padding="same", use_bias=False),
-            layers.BatchNormalization(),
+            norm(),
             layers.LeakyReLU(0.3),
             layers.Conv2DTranspose(64, 5, strides=2, padding="same", use_bias=False),
-            layers.BatchNormalization(),
+            norm(),
             layers.LeakyReLU(0.3),
             layers.Conv2DTranspose(channels, 5, strides=2, padding="same", use_bias=False),
             layers.Activation("tanh", dtype="float32"),
@@ -36,12 +42,13 @@ def tutorial_generator(noise_dim: int = 100, channels: int = 1):
     )
 
 
-def tutorial_discriminator(shape=(28, 28, 1), dropout: float = 0.3, synchronized: bool = False):
-    """The TF DCGAN tutorial's discriminator: two strided 5x5 convolutions, dropout, logits."""
+def tutorial_discriminator(shape=(28, 28, 1), dropout: float = 0.3):
+    """The TF DCGAN tutorial's discriminator: two strided 5x5 convolutions, dropout, logits.
+
+    ``dropout=0`` removes the randomness (dropout masks differ between replicas)."""
     import keras
     from keras import layers
 
-    del synchronized  # no batch norm here; kept for a uniform signature
     return keras.Sequential(
         [
             keras.Input(shape),
@@ -58,7 +65,13 @@ def tutorial_discriminator(shape=(28, 28, 1), dropout: float = 0.3, synchronized
     )
 
 
-def dcgan_generator(noise_dim: int = 100, size: int = 64, channels: int = 3, width: int = 64):
+def dcgan_generator(
+    noise_dim: int = 100,
+    size: int = 64,
+    channels: int = 3,
+    width: int = 64,
+    synchronized: bool = False,
+):
     """DCGAN generator (Radford et al.): 4x4 seed, stride-2 transposed 4x4 convolutions with
     batch norm and ReLU, ``tanh`` output; ``size`` is 32 or 64."""
     import keras
@@ -69,7 +82,7 @@ def dcgan_generator(noise_dim: int = 100, size: int = 64, channels: int = 3, wid
     stack = [
         keras.Input((noise_dim,)),
         layers.Dense(4 * 4 * filters, use_bias=False),
-        layers.BatchNormalization(),
+        layers.BatchNormalization(synchronized=synchronized),
         layers.ReLU(),
         layers.Reshape((4, 4, filters)),
     ]
@@ -77,7 +90,7 @@ def dcgan_generator(noise_dim: int = 100, size: int = 64, channels: int = 3, wid
         filters //= 2
         stack += [
             layers.Conv2DTranspose(filters, 4, strides=2, padding="same", use_bias=False),
-            layers.BatchNormalization(),
+            layers.BatchNormalization(synchronized=synchronized),
             layers.ReLU(),
         ]
     stack += [
@@ -111,18 +124,24 @@ def dcgan_discriminator(shape=(64, 64, 3), width: int = 64, synchronized: bool =
 ARCHITECTURES = ("tutorial", "dcgan")
 
 
-def build_pair(architecture: str, shape, noise_dim: int = 100, synchronized: bool = False):
+def build_pair(
+    architecture: str, shape, noise_dim: int = 100, synchronized: bool = False, dropout: float = 0.3
+):
     """Generator and discriminator for images of ``shape`` (28x28 for "tutorial",
-    32x32 or 64x64 for "dcgan")."""
+    32x32 or 64x64 for "dcgan"); ``synchronized`` batch norm in both networks; ``dropout``
+    in the tutorial's discriminator."""
     if architecture == "tutorial":
         if shape[:2] != (28, 28):
             raise ValueError(f"the tutorial DCGAN makes 28x28 images, not {shape[:2]}")
-        return tutorial_generator(noise_dim, shape[2]), tutorial_discriminator(shape)
+        return (
+            tutorial_generator(noise_dim, shape[2], synchronized),
+            tutorial_discriminator(shape, dropout),
+        )
     if architecture == "dcgan":
         if shape[0] != shape[1] or shape[0] not in (32, 64):
             raise ValueError(f"the DCGAN makes 32x32 or 64x64 images, not {shape[:2]}")
         return (
-            dcgan_generator(noise_dim, shape[0], shape[2]),
+            dcgan_generator(noise_dim, shape[0], shape[2], synchronized=synchronized),
             dcgan_discriminator(shape, synchronized=synchronized),
         )
     raise ValueError(f"architecture={architecture!r} is unknown: use one of {ARCHITECTURES}")

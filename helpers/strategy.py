@@ -33,6 +33,24 @@ class StrategyChoice:
     description: str
 
 
+_MIRRORED: dict = {}
+
+
+def mirrored(devices: list[str]):
+    """One ``MirroredStrategy`` per set of devices for the whole process.
+
+    Several MirroredStrategy objects over the same devices number their all-reduces
+    alike, and their collectives were seen to clash (TF 2.21: "Shape mismatch in the
+    collective instance"); reusing one object avoids that. Used by: 05, 07.
+    """
+    import tensorflow as tf
+
+    key = tuple(devices)
+    if key not in _MIRRORED:
+        _MIRRORED[key] = tf.distribute.MirroredStrategy(list(devices))
+    return _MIRRORED[key]
+
+
 def split_cpu(count: int) -> int:
     """Split the CPU into ``count`` logical devices; must run before TF's first op.
 
@@ -104,16 +122,15 @@ def choose_strategy(
 
     "auto" takes the best device present: TPU, then all GPUs (MirroredStrategy),
     then one GPU, then the CPU (MirroredStrategy over ``logical_cpus`` devices
-    when that is 2 or more). Asking for "gpu" or "tpu" where there is none raises
-    :class:`AcceleratorUnavailable`: never silently run on something else.
+    when that is 2 or more: they stand in for TPU cores or GPUs). Asking for "gpu"
+    or "tpu" where there is none raises :class:`AcceleratorUnavailable`: never
+    silently run on something else.
     Used by: 01, 02, 04, 05, 07.
     """
     import tensorflow as tf
 
     if accelerator not in ACCELERATORS:
         raise ValueError(f"accelerator={accelerator!r} is invalid: use one of {ACCELERATORS}")
-    if logical_cpus >= 2:
-        split_cpu(logical_cpus)
     if accelerator in ("auto", "tpu"):
         tpu = detect_tpu() if tpu is None else tpu
         if tpu.usable:
@@ -127,7 +144,7 @@ def choose_strategy(
     if accelerator in ("auto", "gpu"):
         gpus = list_gpus() if gpus is None else gpus
         if len(gpus) > 1:
-            strategy = tf.distribute.MirroredStrategy()
+            strategy = mirrored([d.name for d in tf.config.list_logical_devices("GPU")])
             names = ", ".join(g.name for g in gpus)
             return StrategyChoice(
                 strategy, "gpu", len(gpus), f"{len(gpus)} GPUs ({names}), MirroredStrategy"
@@ -139,9 +156,11 @@ def choose_strategy(
             raise AcceleratorUnavailable(
                 "accelerator='gpu' but TensorFlow sees no GPU on this runtime"
             )
+    if logical_cpus >= 2:  # only where no accelerator was taken
+        split_cpu(logical_cpus)
     cpus = tf.config.list_logical_devices("CPU")
     if len(cpus) > 1:
-        strategy = tf.distribute.MirroredStrategy([d.name for d in cpus])
+        strategy = mirrored([d.name for d in cpus])
         return StrategyChoice(
             strategy, "cpu", len(cpus), f"CPU split into {len(cpus)} logical devices"
         )

@@ -1,0 +1,293 @@
+"""Training under ``tf.distribute``: global vs per-replica batches, input sharding,
+and the proof that 1 replica and N replicas compute the same update.
+
+On a CPU split into logical devices (``helpers.strategy.split_cpu``) all of it runs
+with ``MirroredStrategy``, so TPU code paths are exercised without a TPU.
+Used by: 05_tpu_distribute.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from helpers.strategy import mirrored as shared_mirrored
+
+
+def batch_rule(replicas: int):
+    """A :mod:`helpers.params` rule: the global batch must split evenly across replicas."""
+    from helpers.params import ParameterError
+
+    def rule(name: str, value: object) -> object:
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int)
+            or value < replicas
+            or value % replicas
+        ):
+            raise ParameterError(
+                f"Invalid parameter {name}={value!r}: the global batch must be a positive "
+                f"multiple of the {replicas} replicas (e.g. {replicas * 16})."
+            )
+        return value
+
+    return rule
+
+
+def classifier(
+    shape=(28, 28, 1), classes: int = 10, synchronized: bool = True, dropout: float = 0.0
+):
+    """A small CNN with batch norm; float32 logits and loss under a bf16 policy."""
+    import keras
+    from keras import layers
+
+    stack = [keras.Input(shape), layers.Rescaling(1 / 255)]
+    for filters in (16, 32):
+        stack += [
+            layers.Conv2D(filters, 3, padding="same", use_bias=False),
+            layers.BatchNormalization(synchronized=synchronized),
+            layers.ReLU(),
+            layers.MaxPooling2D(),
+        ]
+    stack += [layers.Flatten(), layers.Dropout(dropout), layers.Dense(classes, dtype="float32")]
+    return keras.Sequential(stack, name="replica_classifier")
+
+
+def in_memory_dataset(x, y, global_batch: int, shuffle: bool = True, seed: int = 0):
+    """Arrays as a dataset of full global batches, sharded by data (not by file).
+
+    ``drop_remainder`` keeps every replica's batch the same static size (a TPU needs it).
+    """
+    import tensorflow as tf
+
+    ds = tf.data.Dataset.from_tensor_slices((x, y))
+    if shuffle:
+        ds = ds.shuffle(len(x), seed=seed)
+    ds = ds.batch(global_batch, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    return ds.with_options(options)
+
+
+def tfrecord_input_fn(directory, global_batch: int):
+    """For ``strategy.distribute_datasets_from_function``: each input pipeline reads its own
+    share of the TFRecord files and batches at the per-replica size."""
+    import json
+    from pathlib import Path
+
+    import tensorflow as tf
+
+    from helpers.pipelines import MANIFEST, _parse
+
+    manifest = json.loads((Path(directory) / MANIFEST).read_text())
+    paths = [str(Path(directory) / name) for name in sorted(manifest["files"])]
+
+    def input_fn(context):
+        batch = context.get_per_replica_batch_size(global_batch)
+        files = tf.data.Dataset.from_tensor_slices(paths)
+        files = files.shard(context.num_input_pipelines, context.input_pipeline_id)
+        records = files.interleave(
+            lambda p: tf.data.TFRecordDataset(p, compression_type=manifest["compression"] or ""),
+            num_parallel_calls=tf.data.AUTOTUNE,
+        )
+        ds = records.map(_parse(manifest["shape"]), num_parallel_calls=tf.data.AUTOTUNE)
+        return ds.repeat().batch(batch, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+
+    return input_fn
+
+
+def compile_classifier(model, steps_per_execution: int = 1):
+    import keras
+
+    model.compile(
+        optimizer=keras.optimizers.SGD(0.1),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        steps_per_execution=steps_per_execution,
+    )
+    return model
+
+
+def classifier_step_results(strategies: dict, x, y, synchronized: bool = True) -> dict:
+    """One ``fit`` step on the same global batch under each strategy, from the same weights.
+
+    Returns, per strategy name, the loss and the updated weights."""
+    import keras
+
+    results, start = {}, None
+    for name, strategy in strategies.items():
+        with strategy.scope():
+            keras.utils.set_random_seed(0)
+            model = compile_classifier(classifier(x.shape[1:], synchronized=synchronized))
+        if start is None:
+            start = model.get_weights()
+        model.set_weights(start)
+        history = model.fit(
+            in_memory_dataset(x, y, len(x), shuffle=False), epochs=1, verbose=0, shuffle=False
+        )
+        results[name] = {"loss": history.history["loss"][-1], "weights": model.get_weights()}
+    return results
+
+
+def gan_step_results(strategies: dict, real, noise, config) -> dict:
+    """One GAN step on the same global batch and noise under each strategy, same weights."""
+    import tensorflow as tf
+
+    from helpers.gan import GANTrainer
+
+    results, start = {}, None
+    for name, strategy in strategies.items():
+        trainer = GANTrainer(config, strategy)
+        nets = (trainer.generator, trainer.discriminator)
+        if start is None:
+            start = [net.get_weights() for net in nets]
+        for net, weights in zip(nets, start, strict=True):
+            net.set_weights(weights)
+        ds = tf.data.Dataset.from_tensor_slices((real, noise)).batch(len(real))
+        real_batch, noise_batch = next(iter(strategy.experimental_distribute_dataset(ds)))
+        disc, gen = trainer.train_step(real_batch, noise_batch)
+        results[name] = {
+            "loss": (float(disc), float(gen)),
+            "weights": trainer.generator.get_weights() + trainer.discriminator.get_weights(),
+        }
+    return results
+
+
+def largest_difference(results: dict, reference: str) -> dict:
+    """Per strategy: the largest absolute difference in loss and in any updated weight
+    from ``reference``'s."""
+    base = results[reference]
+    out = {}
+    for name, result in results.items():
+        if name == reference:
+            continue
+        losses = np.atleast_1d(result["loss"]) - np.atleast_1d(base["loss"])
+        weights = max(
+            float(np.max(np.abs(a - b)))
+            for a, b in zip(result["weights"], base["weights"], strict=True)
+        )
+        out[name] = {"loss": float(np.max(np.abs(losses))), "weights": weights}
+    return out
+
+
+def mirrored(count: int):
+    """MirroredStrategy over the first ``count`` logical CPUs, one object per device set
+    (a OneDeviceStrategy for 1)."""
+    import tensorflow as tf
+
+    cpus = [d.name for d in tf.config.list_logical_devices("CPU")][:count]
+    if len(cpus) < count:
+        raise ValueError(f"only {len(cpus)} logical CPUs; split the CPU first")
+    if count == 1:
+        return tf.distribute.OneDeviceStrategy(cpus[0])
+    return shared_mirrored(cpus)
+
+
+def fit_classifier(
+    strategy,
+    x,
+    y,
+    global_batch: int,
+    epochs: int = 2,
+    steps_per_execution: int = 1,
+    policy: str | None = None,
+) -> dict:
+    """Train the classifier with ``fit`` under ``strategy``: the global batch split across
+    replicas, ``steps_per_execution`` steps per call, an optional mixed policy (batch norm
+    and the loss stay float32). Returns loss per epoch and steady-state images/s."""
+    import statistics
+
+    import tensorflow as tf
+
+    from helpers.throughput import epoch_timer, precision
+
+    note = ""
+    if isinstance(strategy, tf.distribute.MirroredStrategy) and steps_per_execution > 1:
+        # Keras 3.15 + TF 2.21: fit with steps_per_execution > 1 under MirroredStrategy fails
+        # ("You must feed a value for placeholder tensor", keras-team/keras#19246)
+        note = (
+            f"steps_per_execution={steps_per_execution} fails under MirroredStrategy in "
+            "this Keras (keras-team/keras#19246); using 1 here. TPUStrategy takes it."
+        )
+        steps_per_execution = 1
+    with precision(policy), strategy.scope():
+        model = compile_classifier(classifier(x.shape[1:]), steps_per_execution)
+    timer = epoch_timer()
+    history = model.fit(
+        in_memory_dataset(x, y, global_batch),
+        epochs=epochs,
+        verbose=0,
+        callbacks=[timer],
+        shuffle=False,
+    )
+    steady = statistics.median(timer.seconds[1:]) if epochs > 1 else timer.seconds[0]
+    images = (len(x) // global_batch) * global_batch
+    return {
+        "loss": history.history["loss"],
+        "images_per_s": images / steady,
+        "replicas": strategy.num_replicas_in_sync,
+        "policy": policy or "float32",
+        "steps_per_execution": steps_per_execution,
+        "note": note,
+    }
+
+
+def gan_throughput(
+    counts, images, global_batch: int, config, steps: int = 6, steps_per_call: int = 3
+) -> list[dict]:
+    """GAN training images/s, total and per replica, for each replica count (logical CPUs):
+    ``steps`` steps run ``steps_per_call`` at a time, after one warm-up call."""
+    import dataclasses
+    import time
+
+    import tensorflow as tf
+
+    from helpers.gan import GANTrainer, to_gan_range
+
+    # measured with ordinary (per-replica) batch norm, as most training runs use
+    config = dataclasses.replace(config, synchronized_bn=False)
+    rows = []
+    for count in counts:
+        strategy = mirrored(count)
+        trainer = GANTrainer(config, strategy)
+        ds = tf.data.Dataset.from_tensor_slices(images).map(to_gan_range).repeat()
+        ds = ds.batch(global_batch, drop_remainder=True)
+        iterator = iter(strategy.experimental_distribute_dataset(ds))
+        float(trainer.train_steps(iterator, steps_per_call)[0])  # trace and warm up
+        start = time.perf_counter()
+        for _ in range(max(1, steps // steps_per_call)):
+            disc, _ = trainer.train_steps(iterator, steps_per_call)
+        float(disc)  # wait for the last call
+        seconds = time.perf_counter() - start
+        total = max(1, steps // steps_per_call) * steps_per_call * global_batch / seconds
+        rows.append(
+            {
+                "replicas": count,
+                "per_replica_batch": global_batch // count,
+                "images_per_s": total,
+                "per_replica": total / count,
+            }
+        )
+    return rows
+
+
+def replica_strategies(choice) -> dict:
+    """Strategies to compare: one replica on the first device, and all of the chosen
+    strategy's replicas (the same strategy object: see :func:`helpers.strategy.mirrored`)."""
+    import tensorflow as tf
+
+    first = {"tpu": "/TPU:0", "gpu": "/GPU:0"}.get(choice.kind, "/CPU:0")
+    return {
+        "1 replica": tf.distribute.OneDeviceStrategy(first),
+        f"{choice.replicas} replicas": choice.strategy,
+    }
+
+
+def tpu_batch_advice(kind: str, global_batch: int, replicas: int) -> str:
+    """TPU cores multiply 128x128 tiles: per-core batches that are multiples of 128 fill them."""
+    per_replica = global_batch // replicas
+    if per_replica % 128 == 0:
+        return f"{per_replica} images per replica: a multiple of 128, as TPU cores like."
+    where = "on a TPU" if kind == "tpu" else "on a real TPU"
+    return (
+        f"{per_replica} images per replica; {where}, prefer a multiple of 128 per core "
+        f"(a global batch of {128 * replicas} or more)."
+    )
