@@ -30,7 +30,17 @@ def test_each_optimisation_changes_what_it_should(tf):
     # vectorised: one map call per batch instead of per record
     vec = [k for k, _, _ in results["vectorised map"]["log"].events].count("map")
     assert vec == 2 * FAST.files * FAST.records_per_file // FAST.batch_size
-    assert results["all combined"]["speedup"] > results["parallel map"]["speedup"] > 1.0
+    # parallel map: decoding runs while the next records are read (speed itself is the
+    # benchmark's business); in the naive pipeline nothing overlaps
+    def overlaps(events):
+        maps = [(s, e) for k, s, e in events if k == "map"]
+        reads = [(s, e) for k, s, e in events if k == "read"]
+        return any(ms < re and rs < me for ms, me in maps for rs, re in reads)
+
+    assert overlaps(results["parallel map"]["log"].events)
+    assert not overlaps(naive["log"].events)
+    # cached and overlapped, the steady epoch pays little more than the training steps
+    assert results["all combined"]["speedup"] > 2
 
 
 def test_overlap_is_visible_in_the_event_log(tf):

@@ -55,8 +55,8 @@ def test_clock_stops_only_after_the_device_sync():
 
 def test_against_a_known_delay():
     result = timing.measure(lambda: time.sleep(0.02), warmup=1, repeats=5, sync=timing.no_sync)
-    assert 0.02 <= result.median_s < 0.04
-    assert result.iqr_s < 0.01
+    assert 0.02 <= result.median_s < 0.06  # a sleep never ends early; a busy machine adds
+    assert result.iqr_s < 0.03
 
 
 def test_rate_and_record():
