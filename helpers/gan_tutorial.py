@@ -9,7 +9,10 @@ from __future__ import annotations
 
 
 def tutorial_step(batch_size: int = 256, noise_dim: int = 100, shape=(28, 28, 1)):
-    """Build the tutorial's models, optimizers and compiled step; return ``step(images)``."""
+    """Build the tutorial's models, optimizers and compiled step.
+
+    Returns ``(step, generator)``: ``step(images)`` trains once; the generator is there to
+    look at what it learned."""
     import keras
     import tensorflow as tf
 
@@ -39,7 +42,7 @@ def tutorial_step(batch_size: int = 256, noise_dim: int = 100, shape=(28, 28, 1)
         d_opt.apply_gradients(zip(d_grads, discriminator.trainable_variables, strict=True))
         return gen_loss, disc_loss
 
-    return step
+    return step, generator
 
 
 def compare_steps(
@@ -65,7 +68,7 @@ def compare_steps(
     ours = gan.GANTrainer(gan.GANConfig(precision=policy, xla=xla), strategy)
     with tf.device(device_name(kind)), native_noise_filtered():
         images = tf.random.uniform((batch_size, 28, 28, 1), -1.0, 1.0)
-        baseline = tutorial_step(batch_size)  # plain TF placement, as in the tutorial
+        baseline, _ = tutorial_step(batch_size)  # plain TF placement, as in the tutorial
         results = {}
         for name, fn in (
             ("tutorial", lambda: baseline(images)),
