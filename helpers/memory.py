@@ -1,0 +1,157 @@
+"""Memory tools: configure accelerator memory before TensorFlow starts, measure what a
+step uses, search for the largest batch that trains, and reach a large effective batch
+in small memory with gradient accumulation.
+
+Groundwork for 06_out_of_memory (issue 7); the notebook itself is still to come.
+"""
+
+from __future__ import annotations
+
+import gc
+import resource
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from helpers.strategy import LateConfigurationError
+
+LATE_MESSAGE = (
+    "GPU memory settings must be applied before TensorFlow's first operation, and this "
+    "session has already started its GPUs. Restart the kernel (Colab: Runtime > Restart "
+    "session) and run this cell before anything else, or start Python with "
+    "TF_FORCE_GPU_ALLOW_GROWTH=true."
+)
+
+
+def configure_gpu_memory(growth: bool = True, limit_mb: int | None = None, gpus=None) -> str:
+    """Memory growth, or a hard limit per GPU; says what it did.
+
+    Raises :class:`helpers.strategy.LateConfigurationError` with what to do when
+    TensorFlow has already initialised its GPUs, instead of TF's "Physical devices
+    cannot be modified after being initialized".
+    """
+    import tensorflow as tf
+
+    gpus = tf.config.list_physical_devices("GPU") if gpus is None else gpus
+    if not gpus:
+        return "No GPU: nothing to configure (the CPU uses host memory)."
+    try:
+        for gpu in gpus:
+            if limit_mb:
+                tf.config.set_logical_device_configuration(
+                    gpu, [tf.config.LogicalDeviceConfiguration(memory_limit=int(limit_mb))]
+                )
+            elif growth:
+                tf.config.experimental.set_memory_growth(gpu, True)
+    except RuntimeError as error:
+        if "initialized" in str(error):
+            raise LateConfigurationError(LATE_MESSAGE) from None
+        raise
+    if limit_mb:
+        return f"Each of {len(gpus)} GPU(s) limited to {int(limit_mb)} MiB."
+    return f"Memory growth on for {len(gpus)} GPU(s)." if growth else "Defaults kept."
+
+
+def peak_rss_mb() -> float:
+    """The process's peak resident memory so far, in MiB (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def device_memory_mb(device: str = "GPU:0") -> dict | None:
+    """Current and peak memory TensorFlow holds on a GPU/TPU, in MiB; None on the CPU."""
+    import tensorflow as tf
+
+    if device.upper().startswith("CPU"):
+        return None
+    info = tf.config.experimental.get_memory_info(device)
+    return {"current": info["current"] / 2**20, "peak": info["peak"] / 2**20}
+
+
+def is_oom(error: BaseException) -> bool:
+    """True for out-of-memory errors: TF's ResourceExhaustedError, or a MemoryError."""
+    import tensorflow as tf
+
+    return isinstance(error, tf.errors.ResourceExhaustedError | MemoryError)
+
+
+@dataclass
+class BatchSearch:
+    """The largest batch that trained, with every try on the way."""
+
+    batch_size: int
+    largest_ok: int
+    tries: list = field(default_factory=list)  # (batch, "ok" | "OOM")
+
+    @property
+    def ooms(self) -> int:
+        return sum(result == "OOM" for _, result in self.tries)
+
+
+def find_max_batch(
+    try_batch: Callable[[int], object],
+    start: int = 8,
+    limit: int = 65536,
+    margin: float = 0.9,
+    multiple: int = 8,
+    oom: Callable[[BaseException], bool] = is_oom,
+) -> BatchSearch:
+    """Find the largest batch for which ``try_batch(batch)`` runs without running out of memory.
+
+    Doubles from ``start`` until a try fails or ``limit`` is reached, then bisects between
+    the last success and the first failure. Only out-of-memory errors (``oom``) count as
+    failures; anything else is raised. After each failure Python's garbage is collected,
+    so the session stays usable. Returns ``margin`` of the largest success, rounded down
+    to a ``multiple`` (leaving room for what varies between steps).
+    """
+    tries = []
+
+    def fits(batch: int) -> bool:
+        try:
+            try_batch(batch)
+        except Exception as error:  # only an OOM is an answer; the rest is a bug
+            if not oom(error):
+                raise
+            tries.append((batch, "OOM"))
+            gc.collect()
+            return False
+        tries.append((batch, "ok"))
+        return True
+
+    if not fits(start):
+        raise MemoryError(f"even batch_size={start} does not fit; use a smaller model or start")
+    good, bad = start, None
+    while bad is None and good < limit:
+        candidate = min(good * 2, limit)
+        if fits(candidate):
+            good = candidate
+        else:
+            bad = candidate
+    while bad is not None and bad - good > max(1, multiple):
+        middle = (good + bad) // 2
+        if fits(middle):
+            good = middle
+        else:
+            bad = middle
+    chosen = max(multiple, int(good * margin) // multiple * multiple) if good >= multiple else good
+    return BatchSearch(batch_size=min(chosen, good), largest_ok=good, tries=tries)
+
+
+def accumulated_gradients(model, loss_fn, x, y, micro_batch: int):
+    """Gradients of the mean loss over ``x`` computed ``micro_batch`` examples at a time.
+
+    Each micro-batch's gradient is weighted by its share of the examples, so the sum
+    equals the full batch's gradient (for models without batch-dependent layers such
+    as batch norm). Memory holds one micro-batch's activations at a time.
+    """
+    import tensorflow as tf
+
+    total = len(x)
+    grads = None
+    for start in range(0, total, micro_batch):
+        xs, ys = x[start : start + micro_batch], y[start : start + micro_batch]
+        with tf.GradientTape() as tape:
+            loss = loss_fn(ys, model(xs, training=True))
+        part = tape.gradient(loss, model.trainable_variables)
+        weight = len(xs) / total
+        part = [g * weight for g in part]
+        grads = part if grads is None else [a + b for a, b in zip(grads, part, strict=True)]
+    return grads
