@@ -12,6 +12,8 @@ import resource
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from helpers.strategy import LateConfigurationError
 
 LATE_MESSAGE = (
@@ -155,3 +157,136 @@ def accumulated_gradients(model, loss_fn, x, y, micro_batch: int):
         part = [g * weight for g in part]
         grads = part if grads is None else [a + b for a, b in zip(grads, part, strict=True)]
     return grads
+
+
+class MemoryBudgetExceeded(MemoryError):
+    """A step needed more host memory than the budget allowed (the CPU's stand-in for OOM)."""
+
+
+def _child_main(task: dict, queue) -> None:
+    """Runs in a fresh process: build a model from helpers.models, train, report, exit."""
+    import os
+
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    try:
+        from helpers.logs import import_tensorflow
+
+        import_tensorflow()
+        import keras
+
+        from helpers import models
+        from helpers.throughput import precision
+
+        keras.utils.set_random_seed(task.get("seed", 0))
+        with precision(task.get("policy")):
+            model = models.MODELS[task["model"]](task["x"].shape[1:])
+            model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+        before = peak_rss_mb()
+        history = model.fit(
+            task["x"],
+            task["y"],
+            batch_size=task["batch_size"],
+            epochs=task.get("epochs", 1),
+            steps_per_epoch=task.get("steps"),
+            verbose=0,
+        )
+        queue.put(
+            {
+                "history": history.history,
+                "weights": model.get_weights(),
+                "peak_rss_mb": peak_rss_mb(),
+                "step_rss_mb": peak_rss_mb() - before,
+            }
+        )
+    except BaseException as error:  # reported to the parent, which raises it
+        queue.put({"error": f"{type(error).__name__}: {error}"})
+
+
+def train_in_child(
+    model: str,
+    x,
+    y,
+    batch_size: int,
+    epochs: int = 1,
+    steps: int | None = None,
+    policy: str | None = None,
+    timeout: float = 600,
+) -> dict:
+    """Train ``helpers.models.MODELS[model]`` in a child process and return its history,
+    weights and memory; all its memory goes back to the system when it exits.
+
+    TensorFlow keeps device memory for the life of a process (``clear_session`` frees
+    Python-side state, not that), so a child process is how memory really comes back.
+    ``step_rss_mb`` is how much the peak resident memory grew during training.
+    """
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    task = {
+        "model": model,
+        "x": x,
+        "y": y,
+        "batch_size": batch_size,
+        "epochs": epochs,
+        "steps": steps,
+        "policy": policy,
+    }
+    child = context.Process(target=_child_main, args=(task, queue), daemon=True)
+    child.start()
+    try:
+        result = queue.get(timeout=timeout)
+    finally:
+        child.join(timeout=30)
+        if child.is_alive():
+            child.kill()
+    if "error" in result:
+        raise RuntimeError(f"the child process failed: {result['error']}")
+    result["exit_code"] = child.exitcode
+    return result
+
+
+def budget_trial(model: str, x, y, budget_mb: float, steps: int = 2, policy: str | None = None):
+    """A ``try_batch`` for :func:`find_max_batch` on the CPU: train ``steps`` steps in a child
+    process and fail like an OOM when the step's memory growth exceeds ``budget_mb``."""
+
+    def try_batch(batch: int) -> float:
+        need = max(batch * steps, batch)
+        reps = -(-need // len(x))
+        xs, ys = np.tile(x, (reps,) + (1,) * (x.ndim - 1))[:need], np.tile(y, reps)[:need]
+        used = train_in_child(model, xs, ys, batch, steps=steps, policy=policy)["step_rss_mb"]
+        if used > budget_mb:
+            raise MemoryBudgetExceeded(f"batch {batch} used {used:.0f} MiB > {budget_mb} MiB")
+        return used
+
+    return try_batch
+
+
+def estimate_mb(model, batch_size: int, optimizer_slots: int = 2) -> dict:
+    """A memory estimate for one training step, by part, in MiB.
+
+    Parameters, their gradients and the optimizer's slots (Adam keeps two per weight),
+    plus activations: every layer's output for ``batch_size`` examples, kept for the
+    backward pass. Blog posts' rule of thumb divides memory by the parameter count and
+    forgets the activations, which grow with the batch.
+    """
+    params = sum(
+        int(np.prod(w.shape)) * w.dtype.itemsize
+        if hasattr(w.dtype, "itemsize")
+        else int(np.prod(w.shape)) * 4
+        for w in model.trainable_weights
+    )
+    activations = 0
+    for layer in model.layers:
+        shape = layer.output.shape[1:]
+        itemsize = 2 if "16" in str(layer.compute_dtype) else 4
+        activations += int(np.prod(shape)) * itemsize
+    parts = {
+        "parameters": params,
+        "gradients": params,
+        "optimizer slots": optimizer_slots * params,
+        "activations": activations * batch_size,
+    }
+    out = {name: value / 2**20 for name, value in parts.items()}
+    out["total"] = sum(out.values())
+    return out

@@ -87,3 +87,46 @@ def test_late_gpu_configuration_gives_the_clear_message(tf, monkeypatch):
 def test_measurements_on_the_cpu(tf):
     assert memory.peak_rss_mb() > 10
     assert memory.device_memory_mb("CPU:0") is None
+
+
+def test_child_process_trainer_returns_results_and_exits(tf):
+    from helpers import data
+
+    images = data.load("digits", limit=64, verbose=False)
+    result = memory.train_in_child("mnist_cnn", images.x_train, images.y_train, 32, steps=2)
+    assert result["exit_code"] == 0  # the process is gone, and its memory with it
+    assert np.isfinite(result["history"]["loss"][0])
+    assert len(result["weights"]) == 8 and result["step_rss_mb"] >= 0
+
+
+def test_child_errors_reach_the_parent(tf):
+    with pytest.raises(RuntimeError, match="the child process failed: KeyError"):
+        memory.train_in_child("no_such_model", np.zeros((4, 28, 28, 1)), np.zeros(4), 2)
+
+
+def test_cpu_budget_search_uses_the_same_search(tf):
+    calls = []
+
+    def fake_child(model, x, y, batch, steps, policy):
+        calls.append((batch, len(x)))
+        return {"step_rss_mb": batch * 1.0}  # 1 MiB per example
+
+    import helpers.memory as m
+
+    original = m.train_in_child
+    m.train_in_child = fake_child
+    try:
+        try_batch = memory.budget_trial("mnist_cnn", np.zeros((10, 2)), np.zeros(10), 40)
+        result = memory.find_max_batch(try_batch, start=8, margin=1.0, multiple=1)
+    finally:
+        m.train_in_child = original
+    assert result.largest_ok == 40 and calls[0] == (8, 16)  # two steps' worth of examples
+
+
+def test_estimate_grows_with_the_batch_through_activations(tf):
+    from helpers import models
+
+    small, large = (memory.estimate_mb(models.mnist_cnn(), b) for b in (32, 256))
+    assert small["parameters"] == large["parameters"] > 0
+    assert large["activations"] == pytest.approx(8 * small["activations"])
+    assert small["optimizer slots"] == pytest.approx(2 * small["parameters"])
