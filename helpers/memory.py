@@ -163,6 +163,22 @@ class MemoryBudgetExceeded(MemoryError):
     """A step needed more host memory than the budget allowed (the CPU's stand-in for OOM)."""
 
 
+class ChildOutOfMemory(MemoryError):
+    """The child process ran out of memory (a real OOM on its GPU, or host memory)."""
+
+
+def current_rss_mb() -> float:
+    """The process's resident memory now, in MiB (from /proc; 0 where unavailable)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
 def _child_main(task: dict, queue) -> None:
     """Runs in a fresh process: build a model from helpers.models, train, report, exit."""
     import os
@@ -190,12 +206,18 @@ def _child_main(task: dict, queue) -> None:
             steps_per_epoch=task.get("steps"),
             verbose=0,
         )
+        import tensorflow as tf
+
+        gpu_peak = None
+        if tf.config.list_physical_devices("GPU"):
+            gpu_peak = tf.config.experimental.get_memory_info("GPU:0")["peak"] / 2**20
         queue.put(
             {
                 "history": history.history,
                 "weights": model.get_weights(),
                 "peak_rss_mb": peak_rss_mb(),
                 "step_rss_mb": peak_rss_mb() - before,
+                "gpu_peak_mb": gpu_peak,
             }
         )
     except BaseException as error:  # reported to the parent, which raises it
@@ -241,20 +263,24 @@ def train_in_child(
         if child.is_alive():
             child.kill()
     if "error" in result:
+        if result["error"].startswith(("ResourceExhaustedError", "MemoryError")):
+            raise ChildOutOfMemory(result["error"])
         raise RuntimeError(f"the child process failed: {result['error']}")
     result["exit_code"] = child.exitcode
     return result
 
 
 def budget_trial(model: str, x, y, budget_mb: float, steps: int = 2, policy: str | None = None):
-    """A ``try_batch`` for :func:`find_max_batch` on the CPU: train ``steps`` steps in a child
-    process and fail like an OOM when the step's memory growth exceeds ``budget_mb``."""
+    """A ``try_batch`` for :func:`find_max_batch`: train ``steps`` steps in a child process;
+    fail like an OOM when the memory used exceeds ``budget_mb`` (on the CPU, the growth of
+    resident memory; on a GPU, its peak), or when the child really runs out of memory."""
 
     def try_batch(batch: int) -> float:
         need = max(batch * steps, batch)
         reps = -(-need // len(x))
         xs, ys = np.tile(x, (reps,) + (1,) * (x.ndim - 1))[:need], np.tile(y, reps)[:need]
-        used = train_in_child(model, xs, ys, batch, steps=steps, policy=policy)["step_rss_mb"]
+        result = train_in_child(model, xs, ys, batch, steps=steps, policy=policy)
+        used = result["gpu_peak_mb"] or result["step_rss_mb"]  # a GPU's own peak where present
         if used > budget_mb:
             raise MemoryBudgetExceeded(f"batch {batch} used {used:.0f} MiB > {budget_mb} MiB")
         return used

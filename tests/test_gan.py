@@ -145,8 +145,16 @@ def test_score_ranks_real_images_above_noise(tf, tmp_path):
     images = data.load("digits", verbose=False)
 
     def scorer():
-        return gan_score.Scorer(images.x_train, images.y_train, images.x_test, 10, tmp_path,
-                                "digits", epochs=2, verbose=False)
+        return gan_score.Scorer(
+            images.x_train,
+            images.y_train,
+            images.x_test,
+            10,
+            tmp_path,
+            "digits",
+            epochs=2,
+            verbose=False,
+        )
 
     first = scorer()
     noise = np.random.default_rng(0).uniform(-1, 1, (300, 28, 28, 1)).astype("float32")

@@ -30,6 +30,7 @@ def test_each_optimisation_changes_what_it_should(tf):
     # vectorised: one map call per batch instead of per record
     vec = [k for k, _, _ in results["vectorised map"]["log"].events].count("map")
     assert vec == 2 * FAST.files * FAST.records_per_file // FAST.batch_size
+
     # parallel map: decoding runs while the next records are read (speed itself is the
     # benchmark's business); in the naive pipeline nothing overlaps
     def overlaps(events):

@@ -109,7 +109,7 @@ def test_cpu_budget_search_uses_the_same_search(tf):
 
     def fake_child(model, x, y, batch, steps, policy):
         calls.append((batch, len(x)))
-        return {"step_rss_mb": batch * 1.0}  # 1 MiB per example
+        return {"step_rss_mb": batch * 1.0, "gpu_peak_mb": None}  # 1 MiB per example
 
     import helpers.memory as m
 
