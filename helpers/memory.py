@@ -2,7 +2,7 @@
 step uses, search for the largest batch that trains, and reach a large effective batch
 in small memory with gradient accumulation.
 
-Groundwork for 06_out_of_memory (issue 7); the notebook itself is still to come.
+Used by: 06_out_of_memory.
 """
 
 from __future__ import annotations
