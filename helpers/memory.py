@@ -291,17 +291,17 @@ def budget_trial(model: str, x, y, budget_mb: float, steps: int = 2, policy: str
 def estimate_mb(model, batch_size: int, optimizer_slots: int = 2) -> dict:
     """A memory estimate for one training step, by part, in MiB.
 
-    Parameters, their gradients and the optimizer's slots (Adam keeps two per weight),
-    plus activations: every layer's output for ``batch_size`` examples, kept for the
-    backward pass. Blog posts' rule of thumb divides memory by the parameter count and
-    forgets the activations, which grow with the batch.
+    All parameters; gradients and the optimizer's slots (Adam keeps two per weight) for
+    the *trainable* ones only, so frozen layers cost just their weights; plus
+    activations: every layer's output for ``batch_size`` examples, kept for the backward
+    pass. Blog posts' rule of thumb divides memory by the parameter count and forgets
+    the activations, which grow with the batch.
     """
-    params = sum(
-        int(np.prod(w.shape)) * w.dtype.itemsize
-        if hasattr(w.dtype, "itemsize")
-        else int(np.prod(w.shape)) * 4
-        for w in model.trainable_weights
-    )
+
+    def size(weights) -> int:
+        return sum(int(np.prod(w.shape)) * 4 for w in weights)  # float32 variables
+
+    params, trainable = size(model.weights), size(model.trainable_weights)
     activations = 0
     for layer in model.layers:
         shape = layer.output.shape[1:]
@@ -309,8 +309,8 @@ def estimate_mb(model, batch_size: int, optimizer_slots: int = 2) -> dict:
         activations += int(np.prod(shape)) * itemsize
     parts = {
         "parameters": params,
-        "gradients": params,
-        "optimizer slots": optimizer_slots * params,
+        "gradients": trainable,
+        "optimizer slots": optimizer_slots * trainable,
         "activations": activations * batch_size,
     }
     out = {name: value / 2**20 for name, value in parts.items()}

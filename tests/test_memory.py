@@ -129,4 +129,10 @@ def test_estimate_grows_with_the_batch_through_activations(tf):
     small, large = (memory.estimate_mb(models.mnist_cnn(), b) for b in (32, 256))
     assert small["parameters"] == large["parameters"] > 0
     assert large["activations"] == pytest.approx(8 * small["activations"])
-    assert small["optimizer slots"] == pytest.approx(2 * small["parameters"])
+    assert small["optimizer slots"] == pytest.approx(2 * small["gradients"])
+    frozen = models.mnist_cnn()
+    for layer in frozen.layers[:3]:  # freeze the rescaling and both convolutions
+        layer.trainable = False
+    cold = memory.estimate_mb(frozen, 32)
+    assert cold["parameters"] == pytest.approx(small["parameters"])  # weights still held
+    assert cold["gradients"] < small["gradients"] and cold["total"] < small["total"]
