@@ -36,18 +36,22 @@ class StrategyChoice:
 _MIRRORED: dict = {}
 
 
-def mirrored(devices: list[str]):
+def mirrored(devices: list[str], reduce_to_one: bool = False):
     """One ``MirroredStrategy`` per set of devices for the whole process.
 
     Several MirroredStrategy objects over the same devices number their all-reduces
     alike, and their collectives were seen to clash (TF 2.21: "Shape mismatch in the
-    collective instance"); reusing one object avoids that. Used by: 05, 07.
+    collective instance"); reusing one object avoids that. Strategies over *overlapping*
+    sets (CPU:0-1 and CPU:0-3) clash too ("joining a group with size 4, but that group has
+    size 2"): ``reduce_to_one=True`` sums on one device instead of with collectives, so
+    several of them can live in one process. Used by: 05, 07.
     """
     import tensorflow as tf
 
-    key = tuple(devices)
+    key = (tuple(devices), reduce_to_one)
     if key not in _MIRRORED:
-        _MIRRORED[key] = tf.distribute.MirroredStrategy(list(devices))
+        ops = tf.distribute.ReductionToOneDevice() if reduce_to_one else None
+        _MIRRORED[key] = tf.distribute.MirroredStrategy(list(devices), cross_device_ops=ops)
     return _MIRRORED[key]
 
 

@@ -1,0 +1,132 @@
+"""Throughput against the number of replicas, with ``MirroredStrategy`` on one machine.
+
+Real GPUs where there are several; one GPU split into logical GPUs; or the CPU split into
+logical devices. Split devices share the same hardware, so they show the cost of replication
+(copies, all-reduces), not a speedup: the notebook says which case ran.
+Used by: 07_scale_out_profile.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from helpers.strategy import LateConfigurationError, mirrored, split_cpu
+
+
+@dataclasses.dataclass
+class ReplicaDevices:
+    kind: str  # "gpu" or "cpu"
+    names: list[str]
+    description: str
+    shared_hardware: bool  # True where the devices are slices of one chip
+
+
+def replica_counts(largest: int) -> list[int]:
+    """1, 2, 4, ... up to ``largest`` (which is included)."""
+    counts, n = [], 1
+    while n < largest:
+        counts.append(n)
+        n *= 2
+    return counts + [largest]
+
+
+def replica_devices(count: int, gpu_memory_mb: int = 2048) -> ReplicaDevices:
+    """Devices for up to ``count`` replicas; must run before TensorFlow's first op.
+
+    Several GPUs: all of them. One GPU: split into ``count`` logical GPUs of
+    ``gpu_memory_mb`` each. No GPU: the CPU split into ``count`` logical devices."""
+    import tensorflow as tf
+
+    gpus = tf.config.list_physical_devices("GPU")
+    if len(gpus) > 1:
+        names = [d.name for d in tf.config.list_logical_devices("GPU")]
+        return ReplicaDevices("gpu", names, f"{len(names)} GPUs", False)
+    if gpus:
+        config = [tf.config.LogicalDeviceConfiguration(memory_limit=gpu_memory_mb)] * count
+        try:
+            tf.config.set_logical_device_configuration(gpus[0], config)
+        except RuntimeError:
+            have = len(tf.config.list_logical_devices("GPU"))
+            if have != count:
+                raise LateConfigurationError(
+                    f"TensorFlow already started with {have} logical GPU(s), so the GPU cannot "
+                    f"be split into {count} now. Restart the kernel and run from the top."
+                ) from None
+        names = [d.name for d in tf.config.list_logical_devices("GPU")]
+        return ReplicaDevices(
+            "gpu", names, f"one GPU split into {count} logical GPUs of {gpu_memory_mb} MB", True
+        )
+    split_cpu(count)
+    names = [d.name for d in tf.config.list_logical_devices("CPU")]
+    return ReplicaDevices("cpu", names, f"the CPU split into {count} logical devices", True)
+
+
+def strategy_for(devices: ReplicaDevices, count: int):
+    """One device for 1 replica, else a ``MirroredStrategy`` over the first ``count`` devices.
+
+    Split devices sum gradients on one device: the sweep builds strategies over overlapping
+    sets, whose collectives would clash (see :func:`helpers.strategy.mirrored`); NCCL on
+    several real GPUs is left as it is."""
+    import tensorflow as tf
+
+    if count > len(devices.names):
+        raise ValueError(f"{count} replicas asked for, {len(devices.names)} devices present")
+    if count == 1:
+        return tf.distribute.OneDeviceStrategy(devices.names[0])
+    return mirrored(devices.names[:count], reduce_to_one=devices.shared_hardware)
+
+
+def sweep(
+    devices: ReplicaDevices, counts, x, y, per_replica_batch: int, epochs: int = 3, progress=None
+) -> list[dict]:
+    """Train the classifier of notebook 05 with ``fit`` on each replica count, keeping the batch
+    per replica fixed (the global batch grows with the replicas, as when GPUs are added).
+
+    Returns one row per count: images/s (median of the epochs after the first), speedup over
+    one replica, and scaling efficiency (speedup / replicas)."""
+    from helpers.distribute import fit_classifier
+
+    rows = []
+    for count in counts:
+        run = fit_classifier(
+            strategy_for(devices, count),
+            x,
+            y,
+            per_replica_batch * count,
+            epochs=epochs,
+            synchronized=False,  # as most training runs; see fit_classifier
+        )
+        rows.append(
+            {
+                "replicas": count,
+                "global_batch": per_replica_batch * count,
+                "images_per_s": run["images_per_s"],
+            }
+        )
+        if progress:
+            progress(rows[-1])
+    first = rows[0]
+    for row in rows:
+        row["speedup"] = row["images_per_s"] / first["images_per_s"]
+        row["efficiency"] = row["speedup"] / (row["replicas"] / first["replicas"])
+    return rows
+
+
+def plot(rows: list[dict], description: str):
+    """Images/s against replicas, beside perfect linear scaling from the first point."""
+    import matplotlib.pyplot as plt
+
+    counts = [r["replicas"] for r in rows]
+    measured = [r["images_per_s"] for r in rows]
+    ideal = [measured[0] * c / counts[0] for c in counts]
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.plot(counts, measured, "o-", label="measured")
+    ax.plot(counts, ideal, "--", color="gray", label="perfect scaling")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(counts, [str(c) for c in counts])
+    ax.set_xlabel("replicas")
+    ax.set_ylabel("training images/s")
+    ax.set_title(f"MirroredStrategy on {description}", fontsize=10)
+    ax.legend()
+    fig.tight_layout()
+    return fig

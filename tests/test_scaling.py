@@ -1,0 +1,45 @@
+import json
+import subprocess
+import sys
+import textwrap
+
+from helpers import scaling
+
+
+def test_replica_counts_double_up_to_the_largest():
+    assert scaling.replica_counts(8) == [1, 2, 4, 8]
+    assert scaling.replica_counts(6) == [1, 2, 4, 6]
+    assert scaling.replica_counts(1) == [1]
+
+
+SWEEP = textwrap.dedent("""
+    import json
+    from helpers.logs import import_tensorflow
+    from helpers import data, scaling
+    tf = import_tensorflow()
+    devices = scaling.replica_devices(4)
+    images = data.load("digits", verbose=False)
+    rows = scaling.sweep(devices, [1, 2, 4], images.x_train[:512], images.y_train[:512], 16,
+                         epochs=2)
+    kinds = [type(scaling.strategy_for(devices, n)).__name__ for n in (1, 4)]
+    print(json.dumps({"rows": rows, "kind": devices.kind, "shared": devices.shared_hardware,
+                      "kinds": kinds}))
+""")
+
+
+def test_sweep_over_overlapping_device_sets_on_a_split_cpu():
+    """Strategies over CPU:0-1 and CPU:0-3 in one process: their all-reduces must not clash."""
+    done = subprocess.run(
+        [sys.executable, "-c", SWEEP], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["kind"] == "cpu" and out["shared"]
+    assert out["kinds"] == ["OneDeviceStrategy", "MirroredStrategy"]
+    rows = out["rows"]
+    assert [r["replicas"] for r in rows] == [1, 2, 4]
+    assert [r["global_batch"] for r in rows] == [16, 32, 64]
+    assert rows[0]["speedup"] == 1 and rows[0]["efficiency"] == 1
+    for row in rows:
+        assert row["images_per_s"] > 0
+        assert abs(row["efficiency"] - row["speedup"] / row["replicas"]) < 1e-9
