@@ -1,0 +1,319 @@
+"""Several workers on one machine: ``MultiWorkerMirroredStrategy`` over loopback.
+
+:func:`run_cluster` starts one Python process per worker, each with its own ``TF_CONFIG``
+(the cluster's addresses and its own index), and trains the classifier of notebook 05 with a
+custom loop (``strategy.run``). Keras 3's ``Model.fit`` fails under this strategy in TF 2.21 /
+Keras 3.15 ("Attempt to convert a value (PerReplica...)", keras-team/keras#20585); the custom
+loop does not.
+
+Recovery: worker 0 (the chief) saves a checkpoint every ``checkpoint_every`` steps into
+``<work>/checkpoints``; the others save to scratch folders they delete (every worker must take
+part in a save). When a worker dies, the others would wait for it in the next all-reduce, so
+the launcher stops them all and starts the cluster again; every worker restores the chief's
+newest checkpoint and the data resumes at the same batch. Used by: 07_scale_out_profile.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+DATA_FILE = "data.npz"
+JOB_FILE = "job.json"
+PROGRESS_FILE = "progress.jsonl"
+PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
+
+
+@dataclasses.dataclass
+class Job:
+    """What every worker trains, and how."""
+
+    workers: int = 2
+    global_batch: int = 64
+    steps: int = 60
+    checkpoint_every: int = 20
+    learning_rate: float = 0.05
+    seed: int = 0
+    #: ``(worker, step)``: that worker kills itself (SIGKILL) when it reaches that step, in
+    #: the first attempt only, as a preempted machine would vanish
+    kill: tuple[int, int] | None = None
+    #: seconds a worker waits for the others in a collective before it gives up
+    collective_timeout_s: float = 120.0
+
+
+@dataclasses.dataclass
+class Attempt:
+    """One start of the cluster."""
+
+    number: int
+    resumed_from: int  # the checkpoint step it started from (0: from scratch)
+    exit_codes: list[int]
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return all(code == 0 for code in self.exit_codes)
+
+
+@dataclasses.dataclass
+class ClusterResult:
+    """What the cluster did: the attempts, the loss per step, and timing."""
+
+    workers: int
+    global_batch: int
+    attempts: list[Attempt]
+    losses: dict[int, float]  # step -> loss (the last attempt's value where steps repeat)
+    step_seconds: list[float]  # per step of the last attempt, after its first
+    seconds: float  # wall clock for everything, process starts included
+    logs: dict[str, str]
+
+    @property
+    def images_per_s(self) -> float:
+        """Steady-state training images/s: the global batch over the median step time."""
+        return self.global_batch / float(np.median(self.step_seconds))
+
+    @property
+    def final_loss(self) -> float:
+        return self.losses[max(self.losses)]
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` TCP ports that are free on this machine now."""
+    sockets = []
+    try:
+        for _ in range(count):
+            s = socket.socket()
+            s.bind(("localhost", 0))
+            sockets.append(s)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def tf_config(addresses: list[str], index: int) -> dict:
+    """The ``TF_CONFIG`` of worker ``index``: every worker gets the same cluster, its own
+    index. On real machines the addresses are ``host:port`` of each machine."""
+    return {"cluster": {"worker": list(addresses)}, "task": {"type": "worker", "index": index}}
+
+
+def write_data(work_dir, x, y) -> Path:
+    """Save the training arrays once where every worker reads them (a shared disk or bucket
+    on real machines), so that workers do not each download them."""
+    path = Path(work_dir) / DATA_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(path, x=x, y=y)
+    return path
+
+
+def run_cluster(
+    job: Job, work_dir, max_restarts: int = 2, timeout_s: float = 600.0, progress=None
+) -> ClusterResult:
+    """Train ``job`` on ``job.workers`` local processes, restarting the whole cluster (up to
+    ``max_restarts`` times) when a worker dies; it resumes from the newest checkpoint.
+
+    ``work_dir`` must hold the data (:func:`write_data`); checkpoints and logs go there too.
+    ``progress(attempt, step, loss)`` is called as the chief reports steps.
+    """
+    work = Path(work_dir).resolve()
+    if not (work / DATA_FILE).exists():
+        raise FileNotFoundError(f"{work / DATA_FILE} is missing: call write_data() first")
+    (work / PROGRESS_FILE).unlink(missing_ok=True)
+    attempts, logs, start = [], {}, time.perf_counter()
+    for number in range(max_restarts + 1):
+        spec = {**dataclasses.asdict(job), "attempt": number, "work_dir": str(work)}
+        (work / JOB_FILE).write_text(json.dumps(spec))
+        resumed_from = _latest_step(work / "checkpoints")
+        began = time.perf_counter()
+        codes, attempt_logs = _launch(work, job.workers, number, timeout_s, progress)
+        logs.update(attempt_logs)
+        attempts.append(Attempt(number, resumed_from, codes, time.perf_counter() - began))
+        if attempts[-1].ok:
+            break
+    seconds = time.perf_counter() - start
+    if not attempts[-1].ok:
+        last = logs[max(logs)]
+        raise RuntimeError(
+            f"the cluster failed {len(attempts)} times; exit codes {attempts[-1].exit_codes}; "
+            f"last log lines:\n{last[-2000:]}"
+        )
+    losses, step_seconds = _read_progress(work / PROGRESS_FILE, attempts[-1].number)
+    return ClusterResult(
+        job.workers, job.global_batch, attempts, losses, step_seconds, seconds, logs
+    )
+
+
+def _latest_step(directory: Path) -> int:
+    import re
+
+    steps = [
+        int(m.group(1))
+        for p in directory.glob("ckpt-*.index")
+        if (m := re.match(r"ckpt-(\d+)\.index$", p.name))
+    ]
+    return max(steps, default=0)
+
+
+def _launch(work: Path, workers: int, attempt: int, timeout_s: float, progress):
+    """Start every worker; stop them all as soon as one fails. Returns exit codes and logs."""
+    addresses = [f"localhost:{port}" for port in free_ports(workers)]
+    processes, paths = [], []
+    for index in range(workers):
+        env = {**os.environ, "TF_CONFIG": json.dumps(tf_config(addresses, index))}
+        # the workers import helpers from wherever this process did
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_ROOT, env.get("PYTHONPATH")]))
+        path = work / f"worker{index}_attempt{attempt}.log"
+        paths.append(path)
+        with path.open("w") as log:
+            processes.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "helpers.multiworker", str(work / JOB_FILE), str(index)],
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                )
+            )
+    deadline, seen = time.monotonic() + timeout_s, 0
+    while True:
+        codes = [p.poll() for p in processes]
+        seen = _report(work / PROGRESS_FILE, attempt, seen, progress)
+        if all(code == 0 for code in codes):
+            break
+        if any(code not in (None, 0) for code in codes) or time.monotonic() > deadline:
+            _stop(processes)  # the others would wait for the dead one in their next all-reduce
+            break
+        time.sleep(0.2)
+    _report(work / PROGRESS_FILE, attempt, seen, progress)
+    codes = [p.wait() for p in processes]
+    return codes, {p.stem: p.read_text() for p in paths}
+
+
+def _stop(processes) -> None:
+    # SIGKILL, not SIGTERM: the strategy takes SIGTERM as a preemption notice and waits
+    for p in processes:
+        if p.poll() is None:
+            p.kill()
+
+
+def _read_lines(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    lines = path.read_text().splitlines()
+    return [json.loads(line) for line in lines if line.endswith("}")]
+
+
+def _report(path: Path, attempt: int, seen: int, progress) -> int:
+    records = _read_lines(path)
+    if progress is not None:
+        for record in records[seen:]:
+            progress(record["attempt"], record["step"], record["loss"])
+    return len(records)
+
+
+def _read_progress(path: Path, last_attempt: int):
+    losses, step_seconds = {}, []
+    for record in _read_lines(path):
+        losses[record["step"]] = record["loss"]
+        if record["attempt"] == last_attempt and record.get("seconds") is not None:
+            step_seconds.append(record["seconds"])
+    return dict(sorted(losses.items())), step_seconds[1:] or step_seconds
+
+
+# -- the worker --------------------------------------------------------------------------------
+
+
+def worker_main(job_path: str, index: int) -> None:
+    """One worker: join the cluster named in ``TF_CONFIG``, restore, train, checkpoint."""
+    import shutil
+
+    from helpers.logs import import_tensorflow
+
+    tf = import_tensorflow()
+    import keras
+
+    from helpers.distribute import classifier
+
+    job = json.loads(Path(job_path).read_text())
+    work = Path(job["work_dir"])
+    options = tf.distribute.experimental.CommunicationOptions(
+        timeout_seconds=job["collective_timeout_s"]
+    )
+    strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+    chief = index == 0
+    arrays = np.load(work / DATA_FILE)
+    x, y = arrays["x"], arrays["y"]
+
+    with strategy.scope():
+        keras.utils.set_random_seed(job["seed"])
+        model = classifier(x.shape[1:], synchronized=True)
+        optimizer = keras.optimizers.SGD(job["learning_rate"])
+        optimizer.build(model.trainable_variables)
+        step = tf.Variable(0, dtype=tf.int64, trainable=False)
+    # variables listed by position: names carry per-session layer numbers (see helpers.gan)
+    state = tf.train.Checkpoint(
+        model={f"v{i:03d}": v for i, v in enumerate(model.variables)},
+        optimizer={f"v{i:03d}": v for i, v in enumerate(optimizer.variables)},
+        step=step,
+    )
+    chief_dir = work / "checkpoints"
+    own_dir = chief_dir if chief else work / f"scratch_checkpoints_{index}"
+    manager = tf.train.CheckpointManager(state, str(own_dir), max_to_keep=3)
+    latest = tf.train.latest_checkpoint(str(chief_dir))  # every worker restores the chief's
+    if latest:
+        state.restore(latest).assert_existing_objects_matched()
+    start = int(step.numpy())
+
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(len(x), seed=job["seed"])
+    ds = ds.batch(job["global_batch"], drop_remainder=True).repeat().skip(start)
+    data_options = tf.data.Options()
+    data_options.experimental_distribute.auto_shard_policy = (
+        tf.data.experimental.AutoShardPolicy.DATA
+    )
+    iterator = iter(strategy.experimental_distribute_dataset(ds.with_options(data_options)))
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
+
+    def replica_step(images, labels):
+        with tf.GradientTape() as tape:
+            per_example = loss_fn(labels, model(images, training=True))
+            loss = tf.nn.compute_average_loss(per_example, global_batch_size=job["global_batch"])
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply(grads, model.trainable_variables)  # all-reduces the gradients
+        return loss
+
+    @tf.function
+    def train_step(iterator):
+        images, labels = next(iterator)
+        loss = strategy.run(replica_step, args=(images, labels))
+        step.assign_add(1)
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None)
+
+    kill = job["kill"]
+    progress = (work / PROGRESS_FILE).open("a") if chief else None
+    while int(step.numpy()) < job["steps"]:
+        began = time.perf_counter()
+        loss = float(train_step(iterator))
+        seconds = time.perf_counter() - began
+        now = int(step.numpy())
+        if progress:
+            record = {"attempt": job["attempt"], "step": now, "loss": loss, "seconds": seconds}
+            progress.write(json.dumps(record) + "\n")
+            progress.flush()
+        if now % job["checkpoint_every"] == 0 or now == job["steps"]:
+            manager.save(checkpoint_number=now)
+        if kill and job["attempt"] == 0 and index == kill[0] and now == kill[1]:
+            os.kill(os.getpid(), signal.SIGKILL)
+    if not chief:
+        shutil.rmtree(own_dir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    worker_main(sys.argv[1], int(sys.argv[2]))

@@ -1,0 +1,77 @@
+"""MultiWorkerMirroredStrategy on local processes: the same training as one worker, and a run
+that survives a killed worker. Each cluster start costs a few seconds of process start-up."""
+
+import pytest
+
+from helpers import data, multiworker
+
+STEPS, EVERY = 40, 20
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+    """A folder per cluster run, each with the same training data."""
+    images = data.load("mnist", limit=1024, verbose=False)
+
+    def folder(name):
+        path = tmp_path_factory.mktemp(name)
+        multiworker.write_data(path, images.x_train, images.y_train)
+        return path
+
+    return folder
+
+
+@pytest.fixture(scope="module")
+def two_workers(work):
+    job = multiworker.Job(workers=2, steps=STEPS, checkpoint_every=EVERY, learning_rate=0.005)
+    return multiworker.run_cluster(job, work("two"))
+
+
+def test_tf_config_names_the_cluster_and_the_worker():
+    config = multiworker.tf_config(["localhost:1", "localhost:2"], 1)
+    assert config == {
+        "cluster": {"worker": ["localhost:1", "localhost:2"]},
+        "task": {"type": "worker", "index": 1},
+    }
+    assert len(set(multiworker.free_ports(3))) == 3
+
+
+def test_two_workers_train_like_one_worker_with_the_same_global_batch(work, two_workers):
+    job = multiworker.Job(workers=1, steps=STEPS, checkpoint_every=EVERY, learning_rate=0.005)
+    one = multiworker.run_cluster(job, work("one"))
+    assert sorted(one.losses) == sorted(two_workers.losses) == list(range(1, STEPS + 1))
+    # the same first batch from the same weights: the same loss, to float rounding
+    assert two_workers.losses[1] == pytest.approx(one.losses[1], rel=1e-5)
+    # later steps drift by rounding only (sums in another order), and end at the same loss
+    last = range(STEPS - 9, STEPS + 1)
+    mean_one = sum(one.losses[s] for s in last) / 10
+    mean_two = sum(two_workers.losses[s] for s in last) / 10
+    assert mean_two == pytest.approx(mean_one, rel=0.03)
+    assert mean_one < 0.7 * one.losses[1], "the run must actually learn"
+    assert one.images_per_s > 0 and two_workers.images_per_s > 0
+
+
+def test_a_killed_worker_resumes_from_the_last_checkpoint(work, two_workers):
+    job = multiworker.Job(
+        workers=2, steps=STEPS, checkpoint_every=EVERY, learning_rate=0.005, kill=(1, 30)
+    )
+    seen = []
+    run = multiworker.run_cluster(job, work("killed"), progress=lambda *r: seen.append(r))
+    first, second = run.attempts
+    assert not first.ok and -9 in first.exit_codes  # SIGKILL, as a vanished machine
+    assert first.resumed_from == 0 and second.resumed_from == EVERY and second.ok
+    assert {a for a, _, _ in seen} == {0, 1} and max(s for a, s, _ in seen if a == 0) >= 30
+    # resumed at the checkpoint with the same data position: the uninterrupted run's losses
+    for step in range(EVERY + 1, STEPS + 1):
+        assert run.losses[step] == pytest.approx(two_workers.losses[step], rel=1e-5)
+
+
+def test_the_cluster_gives_up_after_its_restarts(work):
+    job = multiworker.Job(workers=2, steps=10, checkpoint_every=5, kill=(0, 3))
+    with pytest.raises(RuntimeError, match="the cluster failed 1 times"):
+        multiworker.run_cluster(job, work("gives_up"), max_restarts=0)
+
+
+def test_missing_data_is_a_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="write_data"):
+        multiworker.run_cluster(multiworker.Job(), tmp_path)
