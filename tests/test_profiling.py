@@ -1,0 +1,123 @@
+import time
+
+import numpy as np
+import pytest
+
+from helpers import profiling
+
+
+def test_interval_union_and_overlap():
+    assert profiling._union([(5, 8), (0, 2), (1, 3), (8, 9)]) == [(0, 3), (5, 9)]
+    assert profiling._overlap([(0, 3), (5, 9)], [(2, 6), (8, 20)]) == 1 + 1 + 1
+
+
+def test_the_reader_finds_the_steps_top_op(tf, tmp_path):
+    a = tf.random.normal((768, 768))
+
+    @tf.function
+    def step():
+        return tf.reduce_sum(tf.matmul(a, a))
+
+    summary = profiling.read_trace(profiling.capture(step, 3, tmp_path))
+    assert len(summary.step_ms) == 3
+    kind, _, share = summary.by_type()[0]
+    assert kind == "MatMul" and share > 0.7
+    assert summary.input_share == 0
+    assert any("Compute-bound" in line for line in profiling.advice(summary))
+
+
+def _train_step(tf, dataset):
+    w = tf.Variable(tf.zeros((64, 10)))
+    iterator = iter(dataset)
+
+    @tf.function
+    def step():
+        x = next(iterator)
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(tf.matmul(x, w) - 1.0))
+        w.assign_sub(0.01 * tape.gradient(loss, w))
+        return loss
+
+    return step
+
+
+def test_a_slow_input_pipeline_shows_as_input_bound(tf, tmp_path):
+    x = np.ones((32, 64), "float32")
+
+    def slow(batch):
+        def wait(b):
+            time.sleep(0.03)
+            return b
+
+        out = tf.py_function(wait, [batch], tf.float32)
+        out.set_shape(batch.shape)
+        return out
+
+    fast = tf.data.Dataset.from_tensors(x).repeat().prefetch(2)
+    slowed = tf.data.Dataset.from_tensors(x).repeat().map(slow)
+    quick = profiling.read_trace(profiling.capture(_train_step(tf, fast), 4, tmp_path / "a"))
+    waiting = profiling.read_trace(profiling.capture(_train_step(tf, slowed), 4, tmp_path / "b"))
+    assert waiting.input_share > 0.5 and quick.input_share < 0.2
+    assert waiting.idle_share >= waiting.input_share - 0.05
+    assert min(waiting.step_ms) > 25
+    assert "Input-bound" in profiling.advice(waiting)[0]
+    assert not any("Input-bound" in line for line in profiling.advice(quick))
+
+
+def test_a_trace_without_step_markers_is_refused(tf, tmp_path):
+    tf.profiler.experimental.start(str(tmp_path))
+    tf.reduce_sum(tf.ones((8, 8))).numpy()
+    tf.profiler.experimental.stop()
+    path = next(tmp_path.glob("plugins/profile/*/*.xplane.pb"))
+    with pytest.raises(ValueError, match="step markers"):
+        profiling.read_trace(path)
+
+
+def _space(path, device_events, steps=((0, 10_000),), waits=()):
+    """Write a small XSpace: step markers and input waits on the host, kernels on a GPU.
+    Times in ns; kernels are (line name, start, end, tf_op)."""
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    space = xplane_pb2.XSpace()
+    host = space.planes.add(id=1, name="/host:CPU")
+    host.event_metadata[1].id, host.event_metadata[1].name = 1, profiling.STEP_NAME
+    host.event_metadata[2].id, host.event_metadata[2].name = 2, profiling.INPUT_EVENTS[0]
+    line = host.lines.add(id=1, name="python", timestamp_ns=0)
+    for start, end in steps:
+        line.events.add(metadata_id=1, offset_ps=start * 1000, duration_ps=(end - start) * 1000)
+    data_line = host.lines.add(id=2, name="tf_data_iterator_get_next", timestamp_ns=0)
+    for start, end in waits:
+        data_line.events.add(
+            metadata_id=2, offset_ps=start * 1000, duration_ps=(end - start) * 1000
+        )
+    gpu = space.planes.add(id=2, name="/device:GPU:0")
+    gpu.stat_metadata[1].id, gpu.stat_metadata[1].name = 1, "tf_op"
+    lines = {}
+    for number, (line_name, start, end, op) in enumerate(device_events, start=1):
+        if line_name not in lines:
+            lines[line_name] = gpu.lines.add(id=len(lines) + 1, name=line_name, timestamp_ns=0)
+        gpu.event_metadata[number].id, gpu.event_metadata[number].name = number, f"kernel{number}"
+        event = lines[line_name].events.add(
+            metadata_id=number, offset_ps=start * 1000, duration_ps=(end - start) * 1000
+        )
+        event.stats.add(metadata_id=1, str_value=op)
+    path.write_bytes(space.SerializeToString())
+    return path
+
+
+def test_gpu_kernels_are_read_from_the_streams_by_their_tensorflow_op(tmp_path):
+    events = [
+        ("Stream #7(Compute)", 1_000, 5_000, "model/conv/Conv2D:Conv2D"),
+        ("Stream #7(Compute)", 5_000, 6_000, "model/relu:Relu"),
+        ("Stream #8(Compute)", 5_500, 7_000, "model/dense/MatMul:MatMul"),
+        ("XLA Modules", 1_000, 7_000, "ignored:Module"),  # the same time again
+    ]
+    summary = profiling.read_trace(
+        _space(tmp_path / "t.xplane.pb", events, steps=[(0, 10_000)], waits=[(0, 1_000)])
+    )
+    assert summary.device == "/device:GPU:0"
+    assert [op.type for op in summary.ops] == ["Conv2D", "MatMul", "Relu"]
+    assert summary.ops[0].ms == pytest.approx(0.004)
+    assert summary.step_ms == [pytest.approx(0.01)]
+    assert summary.input_share == pytest.approx(0.1)
+    assert summary.idle_share == pytest.approx(0.4)  # busy 1-7 us of 10
