@@ -1,6 +1,8 @@
 """The notebook-execution suite: every notebook runs headlessly with small parameters,
 and every invalid parameter value stops it in its validation cell with one clear line.
 
+Invalid values: the first of each notebook runs through papermill end to end; all of them run
+through the validation cell in one kernel per notebook (a kernel start costs seconds).
 The executed copies land in build/test/executed, where the nbval stage re-runs them.
 """
 
@@ -15,12 +17,15 @@ pytestmark = pytest.mark.notebooks
 BUILD = course.BUILD / "test"
 NOTEBOOKS = course.notebook_paths()
 PROFILES = course.profiles()
-INVALID = [
-    (path, name, value)
+INVALID = {
+    path: [
+        (name, value)
+        for name, values in PROFILES.get("invalid", {}).get(path.stem, {}).items()
+        for value in values
+    ]
     for path in NOTEBOOKS
-    for name, values in PROFILES.get("invalid", {}).get(path.stem, {}).items()
-    for value in values
-]
+}
+FIRST_INVALID = [(path, *cases[0]) for path, cases in INVALID.items() if cases]
 
 
 def validation_cell_id(path) -> str:
@@ -38,7 +43,7 @@ def test_notebook_runs_with_test_parameters(path):
 
 
 @pytest.mark.parametrize(
-    "path, name, value", INVALID, ids=[f"{p.stem}-{n}={v!r}" for p, n, v in INVALID]
+    "path, name, value", FIRST_INVALID, ids=[f"{p.stem}-{n}={v!r}" for p, n, v in FIRST_INVALID]
 )
 def test_invalid_parameter_fails_in_the_validation_cell_with_one_line(path, name, value, tmp_path):
     params = {**course.parameters_for(path.stem, "test"), name: value}
@@ -51,3 +56,20 @@ def test_invalid_parameter_fails_in_the_validation_cell_with_one_line(path, name
     cell = next(c for c in nb["cells"] if c.get("id") == result.error_cell)
     error = next(o for o in cell["outputs"] if o["output_type"] == "error")
     assert error["traceback"] == [result.error], "shown as one line, not a traceback"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_every_invalid_value_is_refused_by_the_validation_cell(path, tmp_path):
+    cases = [(None, None), *INVALID[path]]  # the control: the test parameters pass
+    results = run_notebooks.validate_in_one_kernel(
+        path, cases, course.parameters_for(path.stem, "test"), tmp_path
+    )
+    assert results[0].error == "", f"the test parameters must pass: {results[0].error}"
+    wrong = [
+        f"{r.name}={r.value!r}: {r.error or 'accepted'}"
+        for r in results[1:]
+        if not r.error.startswith(f"ParameterError: Invalid parameter {r.name}={r.value!r}")
+        or "\n" in r.error
+        or r.traceback != [r.error]
+    ]
+    assert not wrong, "not refused with one line: " + "; ".join(wrong)

@@ -80,6 +80,68 @@ def execute(path: Path, build: Path, parameters: dict, timeout: int = 1800) -> R
     return RunResult(path.stem, status, seconds, device_of(nb), executed, error, cell)
 
 
+@dataclass
+class ValidationResult:
+    name: str
+    value: object
+    error: str  # "ename: evalue", or "" when the validation cell passed
+    traceback: list[str]  # what the learner sees under the failing cell
+
+
+def validate_in_one_kernel(
+    path: Path, cases: list[tuple[str, object]], parameters: dict, cwd: Path, timeout: int = 120
+) -> list[ValidationResult]:
+    """Run the validation cell of ``path`` once per ``(name, value)`` in ``cases``, all in one
+    kernel: the setup cells once, then for each case the ``parameters`` cell, ``parameters``
+    with that one value changed (assigned as papermill injects them), and the validation cell.
+    A case named ``None`` changes nothing (a control that must pass).
+
+    Each kernel start imports TensorFlow (seconds), so this checks many invalid values for
+    the price of one run; :func:`execute` still proves the whole papermill path."""
+    import nbformat
+    from jupyter_client.manager import start_new_kernel
+    from papermill.translators import translate_parameters
+
+    cells = nbformat.read(path, as_version=4).cells
+    tagged = next(i for i, c in enumerate(cells) if "parameters" in c.metadata.get("tags", []))
+    setup = [c.source for c in cells[:tagged] if c.cell_type == "code"]
+    defaults, validation = cells[tagged].source, cells[tagged + 1].source
+    cwd.mkdir(parents=True, exist_ok=True)
+    manager, client = start_new_kernel(
+        kernel_name="python3", cwd=str(cwd), extra_arguments=["--IPKernelApp.log_level=ERROR"]
+    )
+
+    def run(code: str) -> dict | None:
+        errors = []
+
+        def hook(message):
+            if message["msg_type"] == "error":
+                errors.append(message["content"])
+
+        client.execute_interactive(code, output_hook=hook, timeout=timeout, store_history=False)
+        return errors[0] if errors else None
+
+    try:
+        for source in setup:
+            if error := run(source):
+                raise RuntimeError(f"{path.name}: a setup cell failed: {error['evalue']}")
+        results = []
+        for name, value in cases:
+            injected = translate_parameters(
+                "python", "python3", {**parameters, **({name: value} if name else {})},
+                "Injected parameters",
+            )
+            if error := run(defaults + "\n" + injected):
+                raise RuntimeError(f"{path.name}: the parameters cell failed: {error['evalue']}")
+            error = run(validation)
+            text = f"{error['ename']}: {error['evalue']}" if error else ""
+            results.append(ValidationResult(name, value, text, error["traceback"] if error else []))
+        return results
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)
+
+
 def render_html(executed: Path, html_dir: Path) -> Path:
     """Render an executed notebook to a standalone HTML page."""
     import nbformat
