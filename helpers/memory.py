@@ -8,6 +8,7 @@ Used by: 06_out_of_memory.
 from __future__ import annotations
 
 import gc
+import re
 import resource
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -179,6 +180,14 @@ def current_rss_mb() -> float:
     return 0.0
 
 
+def child_memory_setup(task: dict, gpus=None) -> str:
+    """The child's first act, before any TensorFlow op: memory growth, or a hard limit of
+    ``task["gpu_limit_mb"]`` on each GPU, so that a batch too large for the limit fails with a
+    real out-of-memory error (the GPU counterpart of the CPU's memory budget)."""
+    limit = task.get("gpu_limit_mb")
+    return configure_gpu_memory(growth=True, limit_mb=limit, gpus=gpus)
+
+
 def _child_main(task: dict, queue) -> None:
     """Runs in a fresh process: build a model from helpers.models, train, report, exit."""
     import os
@@ -188,6 +197,7 @@ def _child_main(task: dict, queue) -> None:
         from helpers.logs import import_tensorflow
 
         import_tensorflow()
+        memory_setting = child_memory_setup(task)
         import keras
 
         from helpers import models
@@ -218,6 +228,7 @@ def _child_main(task: dict, queue) -> None:
                 "peak_rss_mb": peak_rss_mb(),
                 "step_rss_mb": peak_rss_mb() - before,
                 "gpu_peak_mb": gpu_peak,
+                "memory_setting": memory_setting,
             }
         )
     except BaseException as error:  # reported to the parent, which raises it
@@ -233,6 +244,7 @@ def train_in_child(
     steps: int | None = None,
     policy: str | None = None,
     timeout: float = 600,
+    gpu_limit_mb: float | None = None,
 ) -> dict:
     """Train ``helpers.models.MODELS[model]`` in a child process and return its history,
     weights and memory; all its memory goes back to the system when it exits.
@@ -240,6 +252,8 @@ def train_in_child(
     TensorFlow keeps device memory for the life of a process (``clear_session`` frees
     Python-side state, not that), so a child process is how memory really comes back.
     ``step_rss_mb`` is how much the peak resident memory grew during training.
+    ``gpu_limit_mb`` caps the child's GPU memory (a logical device limit); without it the
+    child's GPU memory grows as needed.
     """
     import multiprocessing
 
@@ -253,6 +267,7 @@ def train_in_child(
         "epochs": epochs,
         "steps": steps,
         "policy": policy,
+        "gpu_limit_mb": int(gpu_limit_mb) if gpu_limit_mb else None,
     }
     child = context.Process(target=_child_main, args=(task, queue), daemon=True)
     child.start()
@@ -263,7 +278,11 @@ def train_in_child(
         if child.is_alive():
             child.kill()
     if "error" in result:
-        if result["error"].startswith(("ResourceExhaustedError", "MemoryError")):
+        text = result["error"]
+        # cuDNN under a tight limit can fail as InternalError "... out of memory"
+        if text.startswith(("ResourceExhaustedError", "MemoryError")) or re.search(
+            r"\bOOM\b|out of memory", text, re.IGNORECASE
+        ):
             raise ChildOutOfMemory(result["error"])
         raise RuntimeError(f"the child process failed: {result['error']}")
     result["exit_code"] = child.exitcode
@@ -273,13 +292,19 @@ def train_in_child(
 def budget_trial(model: str, x, y, budget_mb: float, steps: int = 2, policy: str | None = None):
     """A ``try_batch`` for :func:`find_max_batch`: train ``steps`` steps in a child process;
     fail like an OOM when the memory used exceeds ``budget_mb`` (on the CPU, the growth of
-    resident memory; on a GPU, its peak), or when the child really runs out of memory."""
+    resident memory; on a GPU, its peak), or when the child really runs out of memory.
+
+    On a GPU a finite budget is also the child's hard memory limit, so a batch that does not
+    fit fails with TensorFlow's own ResourceExhaustedError, as it would on a smaller GPU."""
+    limit = budget_mb if np.isfinite(budget_mb) else None
 
     def try_batch(batch: int) -> float:
         need = max(batch * steps, batch)
         reps = -(-need // len(x))
         xs, ys = np.tile(x, (reps,) + (1,) * (x.ndim - 1))[:need], np.tile(y, reps)[:need]
-        result = train_in_child(model, xs, ys, batch, steps=steps, policy=policy)
+        result = train_in_child(
+            model, xs, ys, batch, steps=steps, policy=policy, gpu_limit_mb=limit
+        )
         used = result["gpu_peak_mb"] or result["step_rss_mb"]  # a GPU's own peak where present
         if used > budget_mb:
             raise MemoryBudgetExceeded(f"batch {batch} used {used:.0f} MiB > {budget_mb} MiB")

@@ -97,6 +97,7 @@ def test_child_process_trainer_returns_results_and_exits(tf):
     assert result["exit_code"] == 0  # the process is gone, and its memory with it
     assert np.isfinite(result["history"]["loss"][0])
     assert len(result["weights"]) == 8 and result["step_rss_mb"] >= 0
+    assert result["memory_setting"].startswith("No GPU")  # set up before its first op
 
 
 def test_child_errors_reach_the_parent(tf):
@@ -107,7 +108,7 @@ def test_child_errors_reach_the_parent(tf):
 def test_cpu_budget_search_uses_the_same_search(tf):
     calls = []
 
-    def fake_child(model, x, y, batch, steps, policy):
+    def fake_child(model, x, y, batch, steps, policy, gpu_limit_mb):
         calls.append((batch, len(x)))
         return {"step_rss_mb": batch * 1.0, "gpu_peak_mb": None}  # 1 MiB per example
 
@@ -136,3 +137,42 @@ def test_estimate_grows_with_the_batch_through_activations(tf):
     cold = memory.estimate_mb(frozen, 32)
     assert cold["parameters"] == pytest.approx(small["parameters"])  # weights still held
     assert cold["gradients"] < small["gradients"] and cold["total"] < small["total"]
+
+
+def test_the_child_limits_each_gpu_before_its_first_op(tf, monkeypatch):
+    calls = []
+    monkeypatch.setattr(
+        tf.config, "set_logical_device_configuration", lambda gpu, cfg: calls.append((gpu, cfg))
+    )
+    monkeypatch.setattr(
+        tf.config.experimental, "set_memory_growth", lambda gpu, on: calls.append((gpu, on))
+    )
+    said = memory.child_memory_setup({"gpu_limit_mb": 512}, gpus=["gpu0", "gpu1"])
+    assert said == "Each of 2 GPU(s) limited to 512 MiB."
+    assert [gpu for gpu, _ in calls] == ["gpu0", "gpu1"]
+    assert calls[0][1][0].memory_limit == 512
+    calls.clear()
+    assert memory.child_memory_setup({}, gpus=["gpu0"]).startswith("Memory growth on")
+    assert calls == [("gpu0", True)]
+
+
+def test_on_a_gpu_the_budget_is_the_childs_limit_and_real_ooms_count(tf, monkeypatch):
+    limits = []
+
+    def fake_child(model, x, y, batch, steps, policy, gpu_limit_mb):
+        limits.append(gpu_limit_mb)
+        if batch > 24:  # what the child reports when TF runs out of its limited memory
+            raise memory.ChildOutOfMemory("ResourceExhaustedError: OOM when allocating tensor")
+        return {"step_rss_mb": 0.0, "gpu_peak_mb": batch * 1.0}
+
+    monkeypatch.setattr(memory, "train_in_child", fake_child)
+    search = memory.find_max_batch(
+        memory.budget_trial("mnist_cnn", np.zeros((10, 2)), np.zeros(10), 100),
+        start=8,
+        margin=1.0,
+        multiple=1,
+    )
+    assert search.largest_ok == 24 and search.ooms >= 2
+    assert set(limits) == {100}
+    memory.budget_trial("mnist_cnn", np.zeros((10, 2)), np.zeros(10), float("inf"))(8)
+    assert limits[-1] is None  # no budget: no limit, memory grows as needed
