@@ -41,7 +41,7 @@ class Job:
     global_batch: int = 64
     steps: int = 60
     checkpoint_every: int = 20
-    learning_rate: float = 0.05
+    learning_rate: float = 0.005  # SGD; larger rates made the first steps unstable here
     seed: int = 0
     #: ``(worker, step)``: that worker kills itself (SIGKILL) when it reaches that step, in
     #: the first attempt only, as a preempted machine would vanish
