@@ -30,14 +30,20 @@ def replica_counts(largest: int) -> list[int]:
     return counts + [largest]
 
 
-def replica_devices(count: int, gpu_memory_mb: int = 2048) -> ReplicaDevices:
+def replica_devices(count: int, gpu_memory_mb: int | None = None) -> ReplicaDevices:
     """Devices for up to ``count`` replicas; must run before TensorFlow's first op.
 
     Several GPUs: all of them. One GPU: split into ``count`` logical GPUs of
-    ``gpu_memory_mb`` each. No GPU: the CPU split into ``count`` logical devices."""
+    ``gpu_memory_mb`` each (default: 80% of the GPU's memory shared out, at most 2 GiB each).
+    No GPU: the CPU split into ``count`` logical devices."""
     import tensorflow as tf
 
+    from helpers.devices import list_gpus
+
     gpus = tf.config.list_physical_devices("GPU")
+    if len(gpus) == 1 and gpu_memory_mb is None:
+        total = list_gpus()[0].memory_mib or 8192  # nvidia-smi's figure, where it answers
+        gpu_memory_mb = min(2048, int(0.8 * total / count))
     if len(gpus) > 1:
         names = [d.name for d in tf.config.list_logical_devices("GPU")]
         return ReplicaDevices("gpu", names, f"{len(names)} GPUs", False)
@@ -54,11 +60,11 @@ def replica_devices(count: int, gpu_memory_mb: int = 2048) -> ReplicaDevices:
                 ) from None
         names = [d.name for d in tf.config.list_logical_devices("GPU")]
         return ReplicaDevices(
-            "gpu", names, f"one GPU split into {count} logical GPUs of {gpu_memory_mb} MB", True
+            "gpu", names, f"GPU split into {count} logical GPUs of {gpu_memory_mb} MB", True
         )
     split_cpu(count)
     names = [d.name for d in tf.config.list_logical_devices("CPU")]
-    return ReplicaDevices("cpu", names, f"the CPU split into {count} logical devices", True)
+    return ReplicaDevices("cpu", names, f"CPU split into {count} logical devices", True)
 
 
 def strategy_for(devices: ReplicaDevices, count: int):

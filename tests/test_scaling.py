@@ -43,3 +43,25 @@ def test_sweep_over_overlapping_device_sets_on_a_split_cpu():
     for row in rows:
         assert row["images_per_s"] > 0
         assert abs(row["efficiency"] - row["speedup"] / row["replicas"]) < 1e-9
+
+
+def test_one_gpu_is_split_into_logical_gpus_that_fit_in_its_memory(tf, monkeypatch):
+    from types import SimpleNamespace
+
+    from helpers import devices
+
+    configured = []
+    monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind=None: ["gpu0"])
+    monkeypatch.setattr(
+        tf.config, "set_logical_device_configuration", lambda d, cfg: configured.extend(cfg)
+    )
+    monkeypatch.setattr(
+        tf.config,
+        "list_logical_devices",
+        lambda kind=None: [SimpleNamespace(name=f"/GPU:{i}") for i in range(len(configured))],
+    )
+    monkeypatch.setattr(devices, "list_gpus", lambda: [devices.GPU(0, "T4", "7.5", 15360)])
+    split = scaling.replica_devices(8)
+    assert split.kind == "gpu" and split.shared_hardware and len(split.names) == 8
+    assert {c.memory_limit for c in configured} == {1536}  # 80% of 15360 MiB over 8
+    assert split.description == "GPU split into 8 logical GPUs of 1536 MB"
