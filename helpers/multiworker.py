@@ -317,3 +317,24 @@ def worker_main(job_path: str, index: int) -> None:
 
 if __name__ == "__main__":
     worker_main(sys.argv[1], int(sys.argv[2]))
+
+
+def plot_recovery(recovered: ClusterResult, reference: ClusterResult, kill_step: int):
+    """The loss of a run that lost a worker, over the uninterrupted run's, with the kill and
+    the checkpoint it resumed from marked."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    ax.plot(list(reference.losses), list(reference.losses.values()), label="uninterrupted")
+    ax.plot(list(recovered.losses), list(recovered.losses.values()), "--", label="with a restart")
+    ax.axvline(kill_step, color="red", linestyle=":", label=f"worker killed (step {kill_step})")
+    resumed = recovered.attempts[-1].resumed_from
+    ax.axvline(resumed, color="gray", linestyle=":", label=f"resumed from step {resumed}")
+    ax.set(
+        xlabel="step",
+        ylabel="training loss",
+        title="A lost worker costs the steps since the checkpoint",
+    )
+    ax.legend()
+    fig.tight_layout()
+    return fig

@@ -64,6 +64,9 @@ def test_a_killed_worker_resumes_from_the_last_checkpoint(work, two_workers):
     # resumed at the checkpoint with the same data position: the uninterrupted run's losses
     for step in range(EVERY + 1, STEPS + 1):
         assert run.losses[step] == pytest.approx(two_workers.losses[step], rel=1e-5)
+    lines = multiworker.plot_recovery(run, two_workers, 30).axes[0].lines
+    assert len(lines) == 4  # two curves, the kill and the checkpoint it resumed from
+    assert lines[3].get_xdata()[0] == EVERY
 
 
 def test_the_cluster_gives_up_after_its_restarts(work):
