@@ -47,3 +47,14 @@ def test_dcgan_benchmark_record(tf):
     assert rec["name"] == "dcgan_vs_tutorial" and rec["unit"] == "images/s"
     assert rec["ratio"] == pytest.approx(rec["value"] / rec["baseline_value"])
     assert "batch 16" in rec["metric"]
+
+
+def test_scaling_benchmark_records(tf):
+    mirrored, workers = bench.bench_scaling(
+        replicas=2, per_replica_batch=16, images=256, epochs=2, worker_steps=6
+    )
+    assert mirrored["name"] == "mirrored_scaling" and mirrored["device"].startswith("CPU split")
+    assert "2 replicas" in mirrored["metric"] and mirrored["baseline_value"] > 0
+    assert mirrored["ratio"] == pytest.approx(mirrored["value"] / mirrored["baseline_value"])
+    assert workers["name"] == "multiworker_vs_one_worker" and workers["value"] > 0
+    assert workers["ratio"] == pytest.approx(workers["value"] / workers["baseline_value"])

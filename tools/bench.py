@@ -149,8 +149,87 @@ def bench_dcgan(batch_size: int = 256, repeats: int = 10) -> list:
     ]
 
 
+SCALING_SWEEP = """
+import json, sys
+from helpers.logs import import_tensorflow
+from helpers import data, scaling
+tf = import_tensorflow()
+replicas, per_replica, images, epochs = map(int, sys.argv[1:5])
+devices = scaling.replica_devices(replicas)
+source = data.load("mnist", verbose=False)
+x, y, _ = data.repeat_to(source.x_train, source.y_train, images)
+counts = [1, len(devices.names)]
+rows = scaling.sweep(devices, counts, x, y, per_replica, epochs=epochs)
+print(json.dumps({"description": devices.description, "rows": rows}))
+"""
+
+
+def bench_scaling(
+    replicas: int = 8,
+    per_replica_batch: int = 64,
+    images: int = 8192,
+    epochs: int = 4,
+    worker_steps: int = 200,
+) -> list:
+    """``mirrored_scaling``: images/s on all replicas (every GPU, or ``replicas`` logical
+    devices) against perfect scaling from one replica, so the ratio is the scaling efficiency;
+    in a fresh process, since devices must be split before TensorFlow starts.
+    ``multiworker_vs_one_worker``: two local workers against one, same global batch."""
+    import subprocess
+    import tempfile
+
+    from helpers import data, multiworker
+
+    args = [str(v) for v in (replicas, per_replica_batch, images, epochs)]
+    done = subprocess.run(
+        [sys.executable, "-c", SCALING_SWEEP, *args], capture_output=True, text=True, check=False
+    )
+    if done.returncode:
+        raise RuntimeError(f"the scaling sweep failed:\n{done.stderr[-2000:]}")
+    sweep = json.loads(done.stdout.strip().splitlines()[-1])
+    one, many = sweep["rows"]
+    records = [
+        record(
+            "mirrored_scaling",
+            sweep["description"],
+            f"fit images/s on {many['replicas']} replicas, {per_replica_batch} per replica",
+            many["images_per_s"],
+            "images/s",
+            f"1 replica x {many['replicas']} (perfect scaling), same run",
+            one["images_per_s"] * many["replicas"],
+        )
+    ]
+    source = data.load("mnist", verbose=False)
+    runs = {}
+    with tempfile.TemporaryDirectory() as folder:
+        for workers in (1, 2):
+            work = Path(folder) / str(workers)
+            multiworker.write_data(work, source.x_train, source.y_train)
+            job = multiworker.Job(
+                workers=workers, steps=worker_steps, global_batch=128, checkpoint_every=worker_steps
+            )
+            runs[workers] = multiworker.run_cluster(job, work)
+    records.append(
+        record(
+            "multiworker_vs_one_worker",
+            "2 local worker processes (CPU)",
+            f"custom-loop images/s, global batch 128, {worker_steps} steps",
+            runs[2].images_per_s,
+            "images/s",
+            "1 worker, same global batch, same run",
+            runs[1].images_per_s,
+        )
+    )
+    return records
+
+
 #: name -> function returning records. Later notebooks add their benchmarks here.
-BENCHMARKS = {"matmul": bench_matmul, "tfdata": bench_tfdata, "dcgan": bench_dcgan}
+BENCHMARKS = {
+    "matmul": bench_matmul,
+    "tfdata": bench_tfdata,
+    "dcgan": bench_dcgan,
+    "scaling": bench_scaling,
+}
 
 
 def markdown(records: list[dict], meta: dict) -> str:
