@@ -78,3 +78,43 @@ def test_the_cluster_gives_up_after_its_restarts(work):
 def test_missing_data_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="write_data"):
         multiworker.run_cluster(multiworker.Job(), tmp_path)
+
+
+FIT_WORKER = """
+import numpy as np
+from helpers.logs import import_tensorflow
+tf = import_tensorflow()
+from helpers import distribute
+strategy = tf.distribute.MultiWorkerMirroredStrategy()
+x, y = np.zeros((256, 28, 28, 1), "uint8"), np.zeros(256, "int64")
+with strategy.scope():
+    model = distribute.compile_classifier(distribute.classifier(synchronized=False))
+try:
+    model.fit(distribute.in_memory_dataset(x, y, 64), epochs=1, verbose=0)
+    print("FIT OK")
+except ValueError as error:
+    print("FIT FAILED", str(error).splitlines()[0])
+"""
+
+
+def test_keras_fit_still_fails_under_the_strategy_as_notebook_07_says():
+    """keras-team/keras#20585. When this fails, Keras has fixed it: update notebook 07."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    addresses = [f"localhost:{port}" for port in multiworker.free_ports(2)]
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-c", FIT_WORKER],
+            env={**os.environ, "TF_CONFIG": json.dumps(multiworker.tf_config(addresses, i))},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for i in range(2)
+    ]
+    outputs = [w.communicate(timeout=300)[0] for w in workers]
+    for output in outputs:
+        assert "FIT FAILED Attempt to convert a value (PerReplica" in output, output[-1500:]
