@@ -119,7 +119,8 @@ def run_cluster(
     job: Job, work_dir, max_restarts: int = 2, timeout_s: float = 600.0, progress=None
 ) -> ClusterResult:
     """Train ``job`` on ``job.workers`` local processes, restarting the whole cluster (up to
-    ``max_restarts`` times) when a worker dies; it resumes from the newest checkpoint.
+    ``max_restarts`` times) when a worker dies; it resumes from the newest checkpoint. Called
+    again on the same ``work_dir`` (after a disconnect, say), it resumes there too.
 
     ``work_dir`` must hold the data (:func:`write_data`); checkpoints and logs go there too.
     ``progress(attempt, step, loss)`` is called as the chief reports steps.
@@ -127,7 +128,8 @@ def run_cluster(
     work = Path(work_dir).resolve()
     if not (work / DATA_FILE).exists():
         raise FileNotFoundError(f"{work / DATA_FILE} is missing: call write_data() first")
-    (work / PROGRESS_FILE).unlink(missing_ok=True)
+    if not _latest_step(work / "checkpoints"):  # a fresh run; otherwise it resumes
+        (work / PROGRESS_FILE).unlink(missing_ok=True)
     attempts, logs, start = [], {}, time.perf_counter()
     for number in range(max_restarts + 1):
         spec = {**dataclasses.asdict(job), "attempt": number, "work_dir": str(work)}
@@ -220,12 +222,14 @@ def _report(path: Path, attempt: int, seen: int, progress) -> int:
 
 
 def _read_progress(path: Path, last_attempt: int):
-    losses, step_seconds = {}, []
+    losses, step_seconds, earlier = {}, [], []
     for record in _read_lines(path):
         losses[record["step"]] = record["loss"]
-        if record["attempt"] == last_attempt and record.get("seconds") is not None:
-            step_seconds.append(record["seconds"])
-    return dict(sorted(losses.items())), step_seconds[1:] or step_seconds
+        mine = record["attempt"] == last_attempt
+        (step_seconds if mine else earlier).append(record["seconds"])
+    # the last attempt's steps after its first (which traces); a resumed run that had nothing
+    # left to do reports the earlier steps' times
+    return dict(sorted(losses.items())), step_seconds[1:] or step_seconds or earlier[1:]
 
 
 # -- the worker --------------------------------------------------------------------------------

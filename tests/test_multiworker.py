@@ -118,3 +118,12 @@ def test_keras_fit_still_fails_under_the_strategy_as_notebook_07_says():
     outputs = [w.communicate(timeout=300)[0] for w in workers]
     for output in outputs:
         assert "FIT FAILED Attempt to convert a value (PerReplica" in output, output[-1500:]
+
+
+def test_calling_again_on_the_same_folder_resumes_instead_of_starting_over(work):
+    folder = work("again")
+    job = multiworker.Job(workers=1, steps=8, checkpoint_every=4)
+    first = multiworker.run_cluster(job, folder)
+    again = multiworker.run_cluster(job, folder)  # e.g. the notebook re-run after a disconnect
+    assert again.attempts[0].resumed_from == 8 and again.attempts[0].ok
+    assert again.losses == first.losses and again.images_per_s > 0
