@@ -75,6 +75,7 @@ class ClusterResult:
     step_seconds: list[float]  # per step of the last attempt, after its first
     seconds: float  # wall clock for everything, process starts included
     logs: dict[str, str]
+    device: str = ""  # what the workers ran on
 
     @property
     def images_per_s(self) -> float:
@@ -106,6 +107,15 @@ def tf_config(addresses: list[str], index: int) -> dict:
     return {"cluster": {"worker": list(addresses)}, "task": {"type": "worker", "index": index}}
 
 
+def worker_devices(workers: int, gpus: int) -> tuple[list[str], str]:
+    """``CUDA_VISIBLE_DEVICES`` for each worker, and what they run on: one GPU each where there
+    are enough, else the CPU. Local workers must not share one GPU: each TensorFlow process
+    takes most of a GPU's memory, so the second would run out."""
+    if gpus >= workers:
+        return [str(i) for i in range(workers)], f"{workers} worker(s), one GPU each"
+    return ["-1"] * workers, f"{workers} worker(s) on the CPU"
+
+
 def write_data(work_dir, x, y) -> Path:
     """Save the training arrays once where every worker reads them (a shared disk or bucket
     on real machines), so that workers do not each download them."""
@@ -130,13 +140,16 @@ def run_cluster(
         raise FileNotFoundError(f"{work / DATA_FILE} is missing: call write_data() first")
     if not _latest_step(work / "checkpoints"):  # a fresh run; otherwise it resumes
         (work / PROGRESS_FILE).unlink(missing_ok=True)
+    from helpers.environment import nvidia_smi
+
+    visible, device = worker_devices(job.workers, len(nvidia_smi()))
     attempts, logs, start = [], {}, time.perf_counter()
     for number in range(max_restarts + 1):
         spec = {**dataclasses.asdict(job), "attempt": number, "work_dir": str(work)}
         (work / JOB_FILE).write_text(json.dumps(spec))
         resumed_from = _latest_step(work / "checkpoints")
         began = time.perf_counter()
-        codes, attempt_logs = _launch(work, job.workers, number, timeout_s, progress)
+        codes, attempt_logs = _launch(work, visible, number, timeout_s, progress)
         logs.update(attempt_logs)
         attempts.append(Attempt(number, resumed_from, codes, time.perf_counter() - began))
         if attempts[-1].ok:
@@ -150,7 +163,7 @@ def run_cluster(
         )
     losses, step_seconds = _read_progress(work / PROGRESS_FILE, attempts[-1].number)
     return ClusterResult(
-        job.workers, job.global_batch, attempts, losses, step_seconds, seconds, logs
+        job.workers, job.global_batch, attempts, losses, step_seconds, seconds, logs, device
     )
 
 
@@ -165,12 +178,13 @@ def _latest_step(directory: Path) -> int:
     return max(steps, default=0)
 
 
-def _launch(work: Path, workers: int, attempt: int, timeout_s: float, progress):
+def _launch(work: Path, visible: list[str], attempt: int, timeout_s: float, progress):
     """Start every worker; stop them all as soon as one fails. Returns exit codes and logs."""
-    addresses = [f"localhost:{port}" for port in free_ports(workers)]
+    addresses = [f"localhost:{port}" for port in free_ports(len(visible))]
     processes, paths = [], []
-    for index in range(workers):
+    for index, devices in enumerate(visible):
         env = {**os.environ, "TF_CONFIG": json.dumps(tf_config(addresses, index))}
+        env["CUDA_VISIBLE_DEVICES"] = devices
         # the workers import helpers from wherever this process did
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_ROOT, env.get("PYTHONPATH")]))
         path = work / f"worker{index}_attempt{attempt}.log"

@@ -45,6 +45,11 @@ def replica_devices(count: int, gpu_memory_mb: int | None = None) -> ReplicaDevi
         total = list_gpus()[0].memory_mib or 8192  # nvidia-smi's figure, where it answers
         gpu_memory_mb = min(2048, int(0.8 * total / count))
     if len(gpus) > 1:
+        for gpu in gpus:  # take only what training needs: local workers want GPUs later
+            try:
+                tf.config.experimental.set_memory_growth(gpu, True)
+            except RuntimeError:  # TensorFlow already started its GPUs: keep what is set
+                pass
         names = [d.name for d in tf.config.list_logical_devices("GPU")]
         return ReplicaDevices("gpu", names, f"{len(names)} GPUs", False)
     if gpus:

@@ -57,4 +57,5 @@ def test_scaling_benchmark_records(tf):
     assert "2 replicas" in mirrored["metric"] and mirrored["baseline_value"] > 0
     assert mirrored["ratio"] == pytest.approx(mirrored["value"] / mirrored["baseline_value"])
     assert workers["name"] == "multiworker_vs_one_worker" and workers["value"] > 0
+    assert workers["device"] == "2 worker(s) on the CPU"
     assert workers["ratio"] == pytest.approx(workers["value"] / workers["baseline_value"])

@@ -36,6 +36,13 @@ def test_tf_config_names_the_cluster_and_the_worker():
     assert len(set(multiworker.free_ports(3))) == 3
 
 
+def test_local_workers_never_share_a_gpu():
+    assert multiworker.worker_devices(2, 2) == (["0", "1"], "2 worker(s), one GPU each")
+    assert multiworker.worker_devices(2, 4)[0] == ["0", "1"]
+    assert multiworker.worker_devices(2, 1) == (["-1", "-1"], "2 worker(s) on the CPU")
+    assert multiworker.worker_devices(1, 0)[0] == ["-1"]
+
+
 def test_two_workers_train_like_one_worker_with_the_same_global_batch(work, two_workers):
     job = multiworker.Job(workers=1, steps=STEPS, checkpoint_every=EVERY, learning_rate=0.005)
     one = multiworker.run_cluster(job, work("one"))
@@ -49,6 +56,7 @@ def test_two_workers_train_like_one_worker_with_the_same_global_batch(work, two_
     assert mean_two == pytest.approx(mean_one, rel=0.03)
     assert mean_one < 0.7 * one.losses[1], "the run must actually learn"
     assert one.images_per_s > 0 and two_workers.images_per_s > 0
+    assert two_workers.device == "2 worker(s) on the CPU"
 
 
 def test_a_killed_worker_resumes_from_the_last_checkpoint(work, two_workers):

@@ -65,3 +65,19 @@ def test_one_gpu_is_split_into_logical_gpus_that_fit_in_its_memory(tf, monkeypat
     assert split.kind == "gpu" and split.shared_hardware and len(split.names) == 8
     assert {c.memory_limit for c in configured} == {1536}  # 80% of 15360 MiB over 8
     assert split.description == "GPU split into 8 logical GPUs of 1536 MB"
+
+
+def test_several_gpus_are_used_as_they_are_with_memory_growth(tf, monkeypatch):
+    from types import SimpleNamespace
+
+    grown = []
+    monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind=None: ["gpu0", "gpu1"])
+    monkeypatch.setattr(tf.config.experimental, "set_memory_growth", lambda d, on: grown.append(d))
+    monkeypatch.setattr(
+        tf.config,
+        "list_logical_devices",
+        lambda kind=None: [SimpleNamespace(name=f"/GPU:{i}") for i in range(2)],
+    )
+    devices = scaling.replica_devices(8)
+    assert devices.names == ["/GPU:0", "/GPU:1"] and not devices.shared_hardware
+    assert grown == ["gpu0", "gpu1"] and devices.description == "2 GPUs"

@@ -212,7 +212,7 @@ def bench_scaling(
     records.append(
         record(
             "multiworker_vs_one_worker",
-            "2 local worker processes (CPU)",
+            runs[2].device,
             f"custom-loop images/s, global batch 128, {worker_steps} steps",
             runs[2].images_per_s,
             "images/s",
