@@ -201,14 +201,14 @@ def _launch(work: Path, visible: list[str], attempt: int, timeout_s: float, prog
     deadline, seen = time.monotonic() + timeout_s, 0
     while True:
         codes = [p.poll() for p in processes]
-        seen = _report(work / PROGRESS_FILE, attempt, seen, progress)
+        seen = _report(work / PROGRESS_FILE, seen, progress)
         if all(code == 0 for code in codes):
             break
         if any(code not in (None, 0) for code in codes) or time.monotonic() > deadline:
             _stop(processes)  # the others would wait for the dead one in their next all-reduce
             break
         time.sleep(0.2)
-    _report(work / PROGRESS_FILE, attempt, seen, progress)
+    _report(work / PROGRESS_FILE, seen, progress)
     codes = [p.wait() for p in processes]
     return codes, {p.stem: p.read_text() for p in paths}
 
@@ -227,7 +227,7 @@ def _read_lines(path: Path) -> list[dict]:
     return [json.loads(line) for line in lines if line.endswith("}")]
 
 
-def _report(path: Path, attempt: int, seen: int, progress) -> int:
+def _report(path: Path, seen: int, progress) -> int:
     records = _read_lines(path)
     if progress is not None:
         for record in records[seen:]:
