@@ -1,8 +1,10 @@
 """DCGAN generators and discriminators: the TF tutorial's 28x28 pair and the classic
 DCGAN for 32x32 or 64x64 images.
 
-Under a mixed-precision policy the generator's ``tanh`` output and the
-discriminator's logits stay float32, so losses are computed in full precision.
+Batch norm runs TensorFlow's fused kernel and dropout draws half the random bits
+(:mod:`helpers.layers`), except in the tutorial baseline. Under a mixed-precision policy
+the generator's ``tanh`` output and the discriminator's logits stay float32, so losses are
+computed in full precision.
 Used by: 04_dcgan, 05_tpu_distribute.
 """
 
@@ -10,17 +12,24 @@ from __future__ import annotations
 
 import math
 
+from helpers.layers import FusedBatchNormalization, HalfWordDropout
 
-def tutorial_generator(noise_dim: int = 100, channels: int = 1, synchronized: bool = False):
+
+def tutorial_generator(
+    noise_dim: int = 100, channels: int = 1, synchronized: bool = False, tuned: bool = True
+):
     """The TF DCGAN tutorial's generator: Dense 7x7x256, then 5x5 transposed convolutions.
 
     ``synchronized=True`` computes batch-norm statistics over the global batch under a
-    distribution strategy (the same on 1 replica or 8); the default is per replica."""
+    distribution strategy (the same on 1 replica or 8); the default is per replica.
+    ``tuned=False`` uses Keras's own batch norm, as the tutorial does (the baseline)."""
     import keras
     from keras import layers
 
     def norm():
-        return layers.BatchNormalization(synchronized=synchronized)
+        if not tuned:
+            return layers.BatchNormalization(synchronized=synchronized)
+        return FusedBatchNormalization(synchronized=synchronized)
 
     return keras.Sequential(
         [
@@ -42,22 +51,26 @@ def tutorial_generator(noise_dim: int = 100, channels: int = 1, synchronized: bo
     )
 
 
-def tutorial_discriminator(shape=(28, 28, 1), dropout: float = 0.3):
+def tutorial_discriminator(shape=(28, 28, 1), dropout: float = 0.3, tuned: bool = True):
     """The TF DCGAN tutorial's discriminator: two strided 5x5 convolutions, dropout, logits.
 
-    ``dropout=0`` removes the randomness (dropout masks differ between replicas)."""
+    ``dropout=0`` removes the randomness (dropout masks differ between replicas).
+    ``tuned=False`` uses Keras's own dropout, as the tutorial does (the baseline); the
+    default draws half as many random bits (:class:`helpers.layers.HalfWordDropout`)."""
     import keras
     from keras import layers
+
+    drop = HalfWordDropout if tuned else layers.Dropout
 
     return keras.Sequential(
         [
             keras.Input(shape),
             layers.Conv2D(64, 5, strides=2, padding="same"),
             layers.LeakyReLU(0.3),
-            layers.Dropout(dropout),
+            drop(dropout),
             layers.Conv2D(128, 5, strides=2, padding="same"),
             layers.LeakyReLU(0.3),
-            layers.Dropout(dropout),
+            drop(dropout),
             layers.Flatten(),
             layers.Dense(1, dtype="float32"),
         ],
@@ -82,7 +95,7 @@ def dcgan_generator(
     stack = [
         keras.Input((noise_dim,)),
         layers.Dense(4 * 4 * filters, use_bias=False),
-        layers.BatchNormalization(synchronized=synchronized),
+        FusedBatchNormalization(synchronized=synchronized),
         layers.ReLU(),
         layers.Reshape((4, 4, filters)),
     ]
@@ -90,7 +103,7 @@ def dcgan_generator(
         filters //= 2
         stack += [
             layers.Conv2DTranspose(filters, 4, strides=2, padding="same", use_bias=False),
-            layers.BatchNormalization(synchronized=synchronized),
+            FusedBatchNormalization(synchronized=synchronized),
             layers.ReLU(),
         ]
     stack += [
@@ -114,7 +127,7 @@ def dcgan_discriminator(shape=(64, 64, 3), width: int = 64, synchronized: bool =
     for i in range(downs):
         stack.append(layers.Conv2D(filters, 4, strides=2, padding="same", use_bias=i == 0))
         if i:
-            stack.append(layers.BatchNormalization(synchronized=synchronized))
+            stack.append(FusedBatchNormalization(synchronized=synchronized))
         stack.append(layers.LeakyReLU(0.2))
         filters *= 2
     stack += [layers.Flatten(), layers.Dense(1, dtype="float32")]

@@ -1,8 +1,9 @@
 """A faithful reimplementation of the TF DCGAN tutorial's training step, as a baseline.
 
-Same models (:mod:`helpers.gan_models` tutorial pair), float32, ``tf.function``
-without XLA, noise drawn at a fixed batch size, ``BinaryCrossentropy(from_logits=True)``
-and ``Adam(1e-4)`` for both networks. Used by: 04_dcgan and ``make bench``.
+Same models (:mod:`helpers.gan_models` tutorial pair, with Keras's own batch norm and dropout),
+float32, ``tf.function`` without XLA, noise drawn at a fixed batch size,
+``BinaryCrossentropy(from_logits=True)`` and ``Adam(1e-4)`` for both networks.
+Used by: 04_dcgan and ``make bench``.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ def tutorial_step(batch_size: int = 256, noise_dim: int = 100, shape=(28, 28, 1)
     from helpers.throughput import precision
 
     with precision("float32"):
-        generator = tutorial_generator(noise_dim, shape[2])
-        discriminator = tutorial_discriminator(shape)
+        # Keras's own batch norm and dropout, as in the tutorial
+        generator = tutorial_generator(noise_dim, shape[2], tuned=False)
+        discriminator = tutorial_discriminator(shape, tuned=False)
     cross_entropy = keras.losses.BinaryCrossentropy(from_logits=True)
     g_opt, d_opt = keras.optimizers.Adam(1e-4), keras.optimizers.Adam(1e-4)
 
