@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import math
 
-from helpers.layers import FusedBatchNormalization, HalfWordDropout
-
 
 def tutorial_generator(
     noise_dim: int = 100, channels: int = 1, synchronized: bool = False, tuned: bool = True
@@ -25,6 +23,8 @@ def tutorial_generator(
     ``tuned=False`` uses Keras's own batch norm, as the tutorial does (the baseline)."""
     import keras
     from keras import layers
+
+    from helpers.layers import FusedBatchNormalization
 
     def norm():
         if not tuned:
@@ -60,6 +60,8 @@ def tutorial_discriminator(shape=(28, 28, 1), dropout: float = 0.3, tuned: bool 
     import keras
     from keras import layers
 
+    from helpers.layers import HalfWordDropout
+
     drop = HalfWordDropout if tuned else layers.Dropout
 
     return keras.Sequential(
@@ -89,6 +91,8 @@ def dcgan_generator(
     batch norm and ReLU, ``tanh`` output; ``size`` is 32 or 64."""
     import keras
     from keras import layers
+
+    from helpers.layers import FusedBatchNormalization
 
     ups = int(math.log2(size // 4))
     filters = width * 2 ** (ups - 1)
@@ -120,6 +124,8 @@ def dcgan_discriminator(shape=(64, 64, 3), width: int = 64, synchronized: bool =
     strategy (see notebook 05)."""
     import keras
     from keras import layers
+
+    from helpers.layers import FusedBatchNormalization
 
     downs = int(math.log2(shape[0] // 4))
     stack = [keras.Input(shape)]

@@ -19,97 +19,112 @@ Used by: 04_dcgan, 05_tpu_distribute (through :mod:`helpers.gan_models`).
 
 from __future__ import annotations
 
-import keras
+LAZY = ("FusedBatchNormalization", "HalfWordDropout")
+_CLASSES: dict = {}
 
 
-@keras.saving.register_keras_serializable(package="helpers")
-class FusedBatchNormalization(keras.layers.BatchNormalization):
-    """``keras.layers.BatchNormalization`` computed by ``FusedBatchNormV3``.
+def __getattr__(name: str):
+    """The layer classes, defined on first use: importing this module does not import Keras
+    (the notebooks import TensorFlow quietly, through :func:`helpers.logs.import_tensorflow`)."""
+    if name not in LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if not _CLASSES:
+        _CLASSES.update(_define())
+    return _CLASSES[name]
 
-    Falls back to Keras's own computation where the fused kernel does not apply:
-    synchronized (cross-replica) statistics, batch renormalization, a mask, a normalised
-    axis other than the last, inputs that are not 2-D or 4-D, no ``center``/``scale``, and
-    bfloat16 on a GPU (the combination this course cannot test)."""
 
-    def _fusable(self, inputs) -> bool:
-        import tensorflow as tf
+def _define() -> dict:
+    import keras
 
-        rank = len(inputs.shape)
-        if self.synchronized or self.renorm or not (self.center and self.scale):
-            return False
-        if rank not in (2, 4) or self.axis not in (-1, rank - 1):
-            return False
-        if inputs.dtype == tf.bfloat16 and tf.config.list_logical_devices("GPU"):
-            return False
-        return True
+    @keras.saving.register_keras_serializable(package="helpers")
+    class FusedBatchNormalization(keras.layers.BatchNormalization):
+        """``keras.layers.BatchNormalization`` computed by ``FusedBatchNormV3``.
 
-    def call(self, inputs, training=None, mask=None):
-        import tensorflow as tf
+        Falls back to Keras's own computation where the fused kernel does not apply:
+        synchronized (cross-replica) statistics, batch renormalization, a mask, a normalised
+        axis other than the last, inputs that are not 2-D or 4-D, no ``center``/``scale``, and
+        bfloat16 on a GPU (the combination this course cannot test)."""
 
-        if mask is not None or not self._fusable(inputs):
-            return super().call(inputs, training=training, mask=mask)
-        channels = inputs.shape[-1]
-        x = inputs if len(inputs.shape) == 4 else tf.reshape(inputs, [-1, 1, 1, channels])
-        if self.compute_dtype != x.dtype.name:
-            x = tf.cast(x, self.compute_dtype)
-        stats = dict(
-            scale=tf.convert_to_tensor(self.gamma.value),  # float32 (autocast=False)
-            offset=tf.convert_to_tensor(self.beta.value),
-            epsilon=self.epsilon,
-            data_format="NHWC",
-            exponential_avg_factor=1.0,
-        )
-        if training and self.trainable:
-            empty = tf.constant([], tf.float32)
-            y, mean, variance, *_ = tf.raw_ops.FusedBatchNormV3(
-                x=x, mean=empty, variance=empty, is_training=True, **stats
+        def _fusable(self, inputs) -> bool:
+            import tensorflow as tf
+
+            rank = len(inputs.shape)
+            if self.synchronized or self.renorm or not (self.center and self.scale):
+                return False
+            if rank not in (2, 4) or self.axis not in (-1, rank - 1):
+                return False
+            if inputs.dtype == tf.bfloat16 and tf.config.list_logical_devices("GPU"):
+                return False
+            return True
+
+        def call(self, inputs, training=None, mask=None):
+            import tensorflow as tf
+
+            if mask is not None or not self._fusable(inputs):
+                return super().call(inputs, training=training, mask=mask)
+            channels = inputs.shape[-1]
+            x = inputs if len(inputs.shape) == 4 else tf.reshape(inputs, [-1, 1, 1, channels])
+            if self.compute_dtype != x.dtype.name:
+                x = tf.cast(x, self.compute_dtype)
+            stats = dict(
+                scale=tf.convert_to_tensor(self.gamma.value),  # float32 (autocast=False)
+                offset=tf.convert_to_tensor(self.beta.value),
+                epsilon=self.epsilon,
+                data_format="NHWC",
+                exponential_avg_factor=1.0,
             )
-            # the kernel returns the unbiased variance; Keras averages the biased one
-            n = tf.cast(tf.size(x) // channels, tf.float32)
-            variance = variance * (n - 1.0) / tf.maximum(n, 1.0)
-            momentum = self.momentum
-            self.moving_mean.assign(self.moving_mean * momentum + mean * (1.0 - momentum))
-            self.moving_variance.assign(
-                self.moving_variance * momentum + variance * (1.0 - momentum)
+            if training and self.trainable:
+                empty = tf.constant([], tf.float32)
+                y, mean, variance, *_ = tf.raw_ops.FusedBatchNormV3(
+                    x=x, mean=empty, variance=empty, is_training=True, **stats
+                )
+                # the kernel returns the unbiased variance; Keras averages the biased one
+                n = tf.cast(tf.size(x) // channels, tf.float32)
+                variance = variance * (n - 1.0) / tf.maximum(n, 1.0)
+                momentum = self.momentum
+                self.moving_mean.assign(self.moving_mean * momentum + mean * (1.0 - momentum))
+                self.moving_variance.assign(
+                    self.moving_variance * momentum + variance * (1.0 - momentum)
+                )
+            else:
+                y, *_ = tf.raw_ops.FusedBatchNormV3(
+                    x=x,
+                    mean=tf.convert_to_tensor(self.moving_mean.value),
+                    variance=tf.convert_to_tensor(self.moving_variance.value),
+                    is_training=False,
+                    **stats,
+                )
+            return y if len(inputs.shape) == 4 else tf.reshape(y, tf.shape(inputs))
+
+    @keras.saving.register_keras_serializable(package="helpers")
+    class HalfWordDropout(keras.layers.Dropout):
+        """``keras.layers.Dropout`` that draws 16 random bits per element instead of 32.
+
+        Keras draws one random float (32 bits of Philox output) per element; here each random
+        32-bit word gives the masks of two elements (its low and high halves). The drop
+        probability is ``round(rate * 65536) / 65536`` (0.300003 for 0.3), and kept values are
+        scaled by its inverse, as Keras does. Seeds come from the layer's ``SeedGenerator``, as
+        in Keras, so checkpoints and determinism work the same. A ``noise_shape`` falls back to
+        Keras's own dropout."""
+
+        def call(self, inputs, training=False):
+            import tensorflow as tf
+
+            threshold = round(self.rate * 65536)
+            if not training or self.noise_shape is not None or not 0 < threshold < 65536:
+                return super().call(inputs, training=training)
+            seed = self.seed_generator.next()
+            if seed.dtype != tf.int32:  # as Keras does: stateless ops want int32 seeds under XLA
+                seed = tf.cast(tf.math.floormod(seed, tf.int32.max - 1), tf.int32)
+            size = tf.size(inputs)
+            words = tf.random.stateless_uniform(
+                [(size + 1) // 2], seed=seed, minval=None, maxval=None, dtype=tf.uint32
             )
-        else:
-            y, *_ = tf.raw_ops.FusedBatchNormV3(
-                x=x,
-                mean=tf.convert_to_tensor(self.moving_mean.value),
-                variance=tf.convert_to_tensor(self.moving_variance.value),
-                is_training=False,
-                **stats,
-            )
-        return y if len(inputs.shape) == 4 else tf.reshape(y, tf.shape(inputs))
+            low = tf.bitwise.bitwise_and(words, tf.constant(0xFFFF, tf.uint32))
+            high = tf.bitwise.right_shift(words, tf.constant(16, tf.uint32))
+            halves = tf.concat([low, high], axis=0)[:size]
+            keep = tf.reshape(halves >= tf.constant(threshold, tf.uint32), tf.shape(inputs))
+            scale = tf.cast(65536 / (65536 - threshold), inputs.dtype)
+            return tf.where(keep, inputs * scale, tf.zeros_like(inputs))
 
-
-@keras.saving.register_keras_serializable(package="helpers")
-class HalfWordDropout(keras.layers.Dropout):
-    """``keras.layers.Dropout`` that draws 16 random bits per element instead of 32.
-
-    Keras draws one random float (32 bits of Philox output) per element; here each random
-    32-bit word gives the masks of two elements (its low and high halves). The drop
-    probability is ``round(rate * 65536) / 65536`` (0.300003 for 0.3), and kept values are
-    scaled by its inverse, as Keras does. Seeds come from the layer's ``SeedGenerator``, as
-    in Keras, so checkpoints and determinism work the same. A ``noise_shape`` falls back to
-    Keras's own dropout."""
-
-    def call(self, inputs, training=False):
-        import tensorflow as tf
-
-        threshold = round(self.rate * 65536)
-        if not training or self.noise_shape is not None or not 0 < threshold < 65536:
-            return super().call(inputs, training=training)
-        seed = self.seed_generator.next()
-        if seed.dtype != tf.int32:  # as Keras does: stateless ops want int32 seeds under XLA
-            seed = tf.cast(tf.math.floormod(seed, tf.int32.max - 1), tf.int32)
-        size = tf.size(inputs)
-        words = tf.random.stateless_uniform(
-            [(size + 1) // 2], seed=seed, minval=None, maxval=None, dtype=tf.uint32
-        )
-        low = tf.bitwise.bitwise_and(words, tf.constant(0xFFFF, tf.uint32))
-        high = tf.bitwise.right_shift(words, tf.constant(16, tf.uint32))
-        halves = tf.concat([low, high], axis=0)[:size]
-        keep = tf.reshape(halves >= tf.constant(threshold, tf.uint32), tf.shape(inputs))
-        scale = tf.cast(65536 / (65536 - threshold), inputs.dtype)
-        return tf.where(keep, inputs * scale, tf.zeros_like(inputs))
+    return {"FusedBatchNormalization": FusedBatchNormalization, "HalfWordDropout": HalfWordDropout}

@@ -24,3 +24,21 @@ def test_native_noise_is_dropped_and_real_errors_kept():
 def test_import_tensorflow_returns_the_module(tf):
     assert logs.import_tensorflow() is tf
     assert tf.__version__.startswith("2.")
+
+
+def test_no_helpers_module_imports_tensorflow_or_keras_on_import():
+    """Notebooks import helpers first, then TensorFlow quietly (import_tensorflow): a helpers
+    module that imported TensorFlow itself would print its start-up notices into the lesson."""
+    import subprocess
+    import sys
+
+    code = (
+        "import importlib, pkgutil, sys, helpers\n"
+        "for m in pkgutil.iter_modules(helpers.__path__):\n"
+        "    importlib.import_module('helpers.' + m.name)\n"
+        "    loaded = [n for n in ('tensorflow', 'keras') if n in sys.modules]\n"
+        "    assert not loaded, (m.name, loaded)\n"
+        "print('ok')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stdout.strip() == "ok", done.stderr[-2000:]
