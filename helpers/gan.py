@@ -222,17 +222,27 @@ def from_gan_range(images):
 
 def epoch_batches(images, batch_size: int, seed: int = 0):
     """``make_dataset(epoch)`` for :class:`helpers.gan_run.GANRun`: the images in [-1, 1],
-    shuffled in an order fixed by (seed, epoch), in full batches (``drop_remainder``, so
-    every step sees ``batch_size`` images and shapes stay static for XLA and TPUs)."""
+    in an order fixed by (seed, epoch) alone, in full batches (the remainder is dropped, so
+    every step sees ``batch_size`` images and shapes stay static for XLA and TPUs).
+
+    ``epoch`` may be a Python int or a scalar tensor: ``GANRun`` builds the whole run as
+    one stream with ``Dataset.flat_map``. The order is a stateless shuffle of the indices
+    (``tf.random.experimental.stateless_shuffle``), so it does not depend on TensorFlow's
+    global seed."""
     import tensorflow as tf
 
-    base = tf.data.Dataset.from_tensor_slices(images).map(to_gan_range).cache()
+    pixels = tf.constant(images)
+    count = (len(images) // batch_size) * batch_size
 
-    def make(epoch: int):
-        shuffled = base.shuffle(
-            len(images), seed=seed * 100_003 + epoch, reshuffle_each_iteration=False
+    def make(epoch):
+        key = tf.stack([tf.constant(seed, tf.int64), tf.cast(epoch, tf.int64)])
+        order = tf.random.experimental.stateless_shuffle(tf.range(len(images)), seed=key)
+        return (
+            tf.data.Dataset.from_tensor_slices(order[:count])
+            .batch(batch_size, drop_remainder=True)
+            .map(lambda index: to_gan_range(tf.gather(pixels, index)))
+            .prefetch(tf.data.AUTOTUNE)
         )
-        return shuffled.batch(batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
 
     return make
 

@@ -97,6 +97,39 @@ def run_script(*args):
     return done.stdout
 
 
+def test_epoch_batches_depend_on_seed_and_epoch_only(tf):
+    images = np.arange(10 * 2 * 2, dtype="uint8").reshape(10, 2, 2, 1)
+    make = gan.epoch_batches(images, batch_size=4, seed=3)
+
+    def firsts(dataset):  # each image's first pixel identifies it
+        return [list(np.rint((b[:, 0, 0, 0].numpy() + 1) * 127.5).astype(int)) for b in dataset]
+
+    epoch_1 = firsts(make(1))
+    assert [len(b) for b in epoch_1] == [4, 4]  # full batches; the remainder is dropped
+    assert len(set(sum(epoch_1, []))) == 8  # no image twice in an epoch
+    assert firsts(make(tf.constant(1, tf.int64))) == epoch_1  # a tensor epoch: same order
+    tf.random.set_seed(99)  # the global seed does not change it
+    assert firsts(gan.epoch_batches(images, 4, seed=3)(1)) == epoch_1
+    assert firsts(make(2)) != epoch_1
+    assert firsts(gan.epoch_batches(images, 4, seed=4)(1)) != epoch_1
+
+
+def test_a_run_reads_one_iterator_for_all_its_epochs(tf, tmp_path, monkeypatch):
+    """An iterator per epoch cost seconds each time one was released (see GANRun.train)."""
+    images = data.load("digits", limit=64, verbose=False)
+    trainer = gan.GANTrainer(gan.GANConfig())
+    calls = []
+    distribute = trainer.strategy.experimental_distribute_dataset
+    monkeypatch.setattr(
+        trainer.strategy,
+        "experimental_distribute_dataset",
+        lambda dataset, *a, **k: calls.append(dataset) or distribute(dataset, *a, **k),
+    )
+    run = gan_run.GANRun(trainer, tmp_path, every_steps=100)
+    history = run.train(gan.epoch_batches(images.x_train, 16), 3, 2, progress=False)
+    assert len(calls) == 1 and [r["step"] for r in history["epochs"]] == [2, 4, 6]
+
+
 def test_killed_and_resumed_run_ends_with_the_same_weights(tmp_path):
     run_script(tmp_path / "straight", 0, tmp_path / "straight.npz")
     # saves at steps 3, 4 (end of epoch 1) and 6, dies after step 7, mid-epoch
