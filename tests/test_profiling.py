@@ -20,10 +20,12 @@ def test_the_reader_finds_the_steps_top_op(tf, tmp_path):
 
     summary = profiling.read_trace(profiling.capture(step, 3, tmp_path))
     assert len(summary.step_ms) == 3
-    kind, _, share = summary.by_type()[0]
-    assert kind == "MatMul" and share > 0.7
-    assert summary.input_share == 0
-    assert any("Compute-bound" in line for line in profiling.advice(summary))
+    # the matmul is found in every traced step (a CPU op, or a GPU kernel named by its op);
+    # which share of the time it takes is the machine's business
+    matmuls = [op for op in summary.ops if op.type == "MatMul"]
+    assert matmuls and sum(op.count for op in matmuls) >= 3
+    assert sum(share for _, _, share in summary.by_type()) == pytest.approx(1.0)
+    assert summary.input_share == 0  # no input pipeline in this step
 
 
 def _train_step(tf, dataset):
@@ -84,6 +86,7 @@ def test_input_waits_make_a_trace_input_bound(tmp_path):
     )
     assert waiting.input_share == pytest.approx(0.8) and waiting.idle_share == pytest.approx(0.8)
     assert "Input-bound: 80%" in profiling.advice(waiting)[0]
+    assert any("Compute-bound" in line for line in profiling.advice(waiting))  # all matmuls
     fed = profiling.read_trace(_space(tmp_path / "f.xplane.pb", kernels, steps=steps))
     assert fed.input_share == 0 and fed.step_ms == [pytest.approx(0.01)] * 2
     assert not any("Input-bound" in line for line in profiling.advice(fed))
