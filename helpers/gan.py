@@ -8,6 +8,8 @@ precision and XLA chosen per device, and a run that checkpoints and resumes.
   with native bf16) needs no loss scaling. Logits and losses stay float32.
 - Losses are averaged over the *global* batch (``tf.nn.compute_average_loss``), so the same
   global batch gives the same update on 1 or 8 replicas.
+- XLA, where chosen, compiles the per-replica step; the distributed step around
+  ``strategy.run`` stays a plain ``tf.function`` (see :func:`xla_for_strategy`).
 Used by: 04_dcgan, 05_tpu_distribute, ``make bench``.
 """
 
