@@ -12,12 +12,14 @@ PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider
 TEST_ENV := COURSE_OFFLINE=1 MPLBACKEND=Agg
 
 .PHONY: help venv run bench test lint check-notebooks unit notebooks nbval clean-notebooks \
-        set-repo clean
+        set-repo clean gpu-check
 
 help:
 	@echo "make run [PROFILE=quick|full]  execute every notebook into build/ and print a summary"
 	@echo "make test                      lint, notebook checks, unit tests, notebook runs, nbval"
 	@echo "make bench                     run the benchmarks into build/bench/results.{json,md}"
+	@echo "make gpu-check                 the course on an NVIDIA GPU (CUDA TF in .venv-gpu) into"
+	@echo "                               build/gpu-check/report.md; the CPU-safe parts without one"
 	@echo "make clean-notebooks           strip outputs, normalise metadata and URLs"
 	@echo "make set-repo REPO=owner/name [BRANCH=main]  point badges and installs elsewhere"
 
@@ -35,6 +37,11 @@ run: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m tools.bench
+
+# Needs only python3.11 and pip: with an NVIDIA GPU it builds .venv-gpu (tensorflow[and-cuda]),
+# without one it uses .venv. GPU_CHECK_ARGS: e.g. --full, --jobs 2, --budget-s 600.
+gpu-check:
+	$(PYTHON) -m tools.gpu_check $(GPU_CHECK_ARGS)
 
 # Stages run in this order and stop at the first that fails.
 test: $(STAMP)

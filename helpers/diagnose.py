@@ -30,8 +30,8 @@ def input_bound(model, dataset, steps: int, epochs: int = 3, full_pass_first: bo
     ``model`` must be compiled. With ``full_pass_first`` the dataset is read once to
     the end before timing, so a ``cache()`` in it is complete, as in any real epoch
     after the first (a cache read only in part is thrown away). Returns both epoch
-    times, their ratio, the share of time spent waiting for input, a verdict and
-    the advice that applies.
+    times, their ratio, the share of time spent waiting for input, a verdict, the
+    advice that applies, and every epoch's seconds.
     """
     import tensorflow as tf
 
@@ -50,6 +50,13 @@ def input_bound(model, dataset, steps: int, epochs: int = 3, full_pass_first: bo
             timer = epoch_timer()
             model.fit(source, epochs=1, verbose=0, callbacks=[timer], shuffle=False)
             seconds[name] += timer.seconds
+    return judge(seconds)
+
+
+def judge(seconds: dict[str, list[float]]) -> dict:
+    """The diagnosis from epoch times: ``seconds["compute"]`` and ``seconds["pipeline"]``, one
+    figure per epoch, the first of each (compiling) left out of the medians. Kept apart from
+    the timing so that it can be checked with given figures. Used by :func:`input_bound`."""
     times = {name: statistics.median(values[1:]) for name, values in seconds.items()}
     ratio = times["pipeline"] / times["compute"]
     waiting = max(0.0, 1 - 1 / ratio)
@@ -69,4 +76,5 @@ def input_bound(model, dataset, steps: int, epochs: int = 3, full_pass_first: bo
         "input_bound": bound,
         "verdict": verdict,
         "advice": ADVICE if bound else [],
+        "epoch_seconds": {name: list(values) for name, values in seconds.items()},
     }

@@ -8,6 +8,8 @@ precision and XLA chosen per device, and a run that checkpoints and resumes.
   with native bf16) needs no loss scaling. Logits and losses stay float32.
 - Losses are averaged over the *global* batch (``tf.nn.compute_average_loss``), so the same
   global batch gives the same update on 1 or 8 replicas.
+- XLA, where chosen, compiles the per-replica step; the distributed step around
+  ``strategy.run`` stays a plain ``tf.function`` (see :func:`xla_for_strategy`).
 Used by: 04_dcgan, 05_tpu_distribute, ``make bench``.
 """
 
@@ -35,6 +37,34 @@ def choose_xla(kind: str, requested: str = "auto") -> bool:
     if requested != "auto":
         return requested == "on"
     return kind in ("gpu", "tpu")
+
+
+def _is_tpu(strategy) -> bool:
+    return type(strategy).__name__.startswith("TPUStrategy")
+
+
+def xla_for_strategy(strategy, wanted: bool) -> tuple[bool, str]:
+    """Whether the step runs under XLA with ``strategy``, and why. XLA is applied to the
+    per-replica step (``jit_compile=True`` on the function given to ``strategy.run``):
+
+    - one replica (the default strategy, ``OneDeviceStrategy``): as asked;
+    - ``MirroredStrategy`` over GPUs only: as asked. Inside XLA, TF's MirroredStrategy
+      updates variables without ``merge_call`` when all its devices are GPUs;
+    - ``MirroredStrategy`` with CPU devices: off, because TF cannot run that replica step
+      compiled (it fails placing the replicas' variables);
+    - TPUs: always on, since TPUStrategy compiles every step with XLA itself.
+    Used by: 04, 05 (through :class:`GANTrainer`).
+    """
+    if _is_tpu(strategy):
+        return True, "XLA: the TPU compiles every step with XLA"
+    if not wanted:
+        return False, "XLA off"
+    if strategy.num_replicas_in_sync == 1:
+        return True, "XLA on the step"
+    devices = getattr(strategy.extended, "worker_devices", ())
+    if devices and all("GPU" in d.upper() for d in devices):
+        return True, f"XLA on each of the {len(devices)} replicas' step"
+    return False, "XLA off: under MirroredStrategy, XLA per replica needs GPUs only"
 
 
 @dataclass
@@ -81,7 +111,17 @@ class GANTrainer:
             self.rng = tf.random.Generator.from_seed(config.seed)
             for opt, model in ((self.g_opt, self.generator), (self.d_opt, self.discriminator)):
                 opt.build(model.trainable_variables)
-        self._train = tf.function(self._distributed_step, jit_compile=config.xla)
+        # XLA compiles the per-replica step; the distributed step around ``strategy.run``
+        # stays a plain tf.function. XLA around ``strategy.run`` is the pattern reported
+        # broken under MirroredStrategy on several GPUs (keras#18145, tensorflow#53140).
+        self.xla, self.xla_note = xla_for_strategy(self.strategy, config.xla)
+        compile_replica = self.xla and not _is_tpu(self.strategy)  # a TPU compiles it anyway
+        self._replica_fn = (
+            tf.function(self._replica_step, jit_compile=True)
+            if compile_replica
+            else self._replica_step
+        )
+        self._train = tf.function(self._distributed_step)
         self._traced = False
         self._train_many = None
 
@@ -141,7 +181,7 @@ class GANTrainer:
         import tensorflow as tf
 
         args = (real,) if noise is None else (real, noise)
-        disc, gen = self.strategy.run(self._replica_step, args=args)
+        disc, gen = self.strategy.run(self._replica_fn, args=args)
         self.step.assign_add(1)
         total = tf.distribute.ReduceOp.SUM  # each replica's loss is already / global batch
         return self.strategy.reduce(total, disc, axis=None), self.strategy.reduce(

@@ -17,6 +17,9 @@ import numpy as np
 
 from helpers.gan import from_gan_range
 
+#: the training loop reads losses back every this many steps (and at checkpoints, epoch ends)
+READ_BACK_EVERY = 20
+
 
 class GANRun:
     """Train a :class:`helpers.gan.GANTrainer` epoch by epoch, saving as it goes."""
@@ -50,12 +53,16 @@ class GANRun:
 
     @property
     def step(self) -> int:
+        """The trainer's step, read back from the device (a sync: not for the training loop,
+        which counts steps on the host)."""
         return int(self.trainer.step.numpy())
 
     # -- saving and resuming ------------------------------------------------------------------
 
-    def save(self) -> str:
-        path = self.manager.save(checkpoint_number=self.step)
+    def save(self, step: int | None = None) -> str:
+        """Save a checkpoint numbered ``step`` (default: read the trainer's step) and the
+        history beside it."""
+        path = self.manager.save(checkpoint_number=self.step if step is None else step)
         target = self.directory / "history.json"
         temporary = target.with_suffix(".tmp")
         temporary.write_text(json.dumps(self.history))
@@ -116,18 +123,22 @@ class GANRun:
         import tensorflow as tf
         from tqdm.auto import tqdm
 
-        first_epoch = self.step // steps_per_epoch
+        # the step is read back once; then it is counted here, on the host, so that no step
+        # waits for the one before: losses are read back in batches (every 20 steps, at a
+        # checkpoint and at the end of an epoch), each read waiting for the device once
+        step = self.step
+        first_epoch = step // steps_per_epoch
         if first_epoch >= epochs:
             return self.history
         stream = (
             tf.data.Dataset.range(first_epoch, epochs)
             .flat_map(lambda epoch: make_dataset(epoch).take(steps_per_epoch))
-            .skip(self.step - first_epoch * steps_per_epoch)
+            .skip(step - first_epoch * steps_per_epoch)
             .prefetch(tf.data.AUTOTUNE)
         )
         batches = iter(self.trainer.strategy.experimental_distribute_dataset(stream))
         for epoch in range(first_epoch, epochs):
-            done = self.step - epoch * steps_per_epoch
+            done = step - epoch * steps_per_epoch
             bar = tqdm(
                 total=steps_per_epoch,
                 initial=done,
@@ -138,22 +149,24 @@ class GANRun:
             start, images, pending = time.perf_counter(), 0, []
             for _ in range(steps_per_epoch - done):
                 batch = next(batches)
-                pending.append((self.step + 1, *self.trainer.train_step(batch)))
+                losses = self.trainer.train_step(batch)  # queued, not waited for
+                step += 1
+                pending.append((step, *losses))
                 images += self._batch_size(batch)
                 bar.update(1)
-                if stop_after_step is not None and self.step >= stop_after_step:
+                if stop_after_step is not None and step >= stop_after_step:
                     bar.close()
                     return self.history
-                if self.step % self.every_steps == 0 or len(pending) >= 20:
-                    self._record(pending, bar, images / (time.perf_counter() - start))
+                if step % self.every_steps == 0 or len(pending) >= READ_BACK_EVERY:
+                    self._record(pending, bar, images, start)
                     pending = []
-                    if self.step % self.every_steps == 0:
-                        self.save()
+                    if step % self.every_steps == 0:
+                        self.save(step)
+            self._record(pending, bar, images, start)  # waits for the epoch's last step
             seconds = time.perf_counter() - start
-            self._record(pending, bar, images / seconds)
             bar.close()
-            self._end_epoch(epoch, seconds, images)
-            self.save()
+            self._end_epoch(epoch, seconds, images, step)
+            self.save(step)
         return self.history
 
     @staticmethod
@@ -161,22 +174,24 @@ class GANRun:
         values = getattr(batch, "values", (batch,))
         return int(sum(v.shape[0] for v in values))
 
-    def _record(self, pending, bar, images_per_s) -> None:
-        rows = [[step, float(d), float(g)] for step, d, g in pending]  # reads back: syncs
+    def _record(self, pending, bar, images: int, start: float) -> None:
+        """Read the pending steps' losses back (one wait for the device), then the rate."""
+        rows = [[step, float(d), float(g)] for step, d, g in pending]
         self.history["losses"] += rows
         if rows:
+            images_per_s = images / (time.perf_counter() - start)
             bar.set_postfix(
                 d_loss=f"{rows[-1][1]:.3f}",
                 g_loss=f"{rows[-1][2]:.3f}",
                 images_per_s=f"{images_per_s:.0f}",
             )
 
-    def _end_epoch(self, epoch: int, seconds: float, images: int) -> None:
+    def _end_epoch(self, epoch: int, seconds: float, images: int, step: int) -> None:
         grid = self.directory / "grids" / f"epoch_{epoch + 1:04d}.png"
         save_grid(from_gan_range(self.trainer.generate(self.fixed_noise)), grid)
         row = {
             "epoch": epoch + 1,
-            "step": self.step,
+            "step": step,
             "seconds": seconds,
             "images_per_s": images / seconds if seconds else None,
             "grid": grid.name,
@@ -204,9 +219,20 @@ def save_grid(images: np.ndarray, path, columns: int = 4) -> Path:
 
 
 def make_gif(grids: list[Path], path, scale: int = 4, ms_per_frame: int = 400) -> Path:
-    """An animated GIF of the epoch grids, enlarged ``scale`` times."""
+    """An animated GIF of the epoch grids, enlarged ``scale`` times. Used by: 04.
+
+    No grids (no epoch finished yet) raise :class:`helpers.params.ParameterError` saying so,
+    and no file is written: a GIF of no frames cannot be made."""
     from PIL import Image
 
+    from helpers.params import ParameterError
+
+    grids = list(grids)
+    if not grids:
+        raise ParameterError(
+            "Invalid parameter grids=[]: no epoch grids to animate; allowed: a list of one or "
+            "more grid images (GANRun.grids() lists one per finished epoch)."
+        )
     frames = []
     for grid in grids:
         image = Image.open(grid)

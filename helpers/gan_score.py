@@ -37,17 +37,37 @@ def inception_score(probabilities: np.ndarray) -> float:
     return float(np.exp(np.mean(np.sum(p * (np.log(p) - np.log(marginal)), axis=1))))
 
 
-def frechet_distance(a: np.ndarray, b: np.ndarray) -> float:
-    """Fréchet distance between Gaussians fitted to two sets of feature vectors."""
+def frechet_distance(a: np.ndarray, b: np.ndarray, eps: float = 1e-6) -> float:
+    """Fréchet distance between Gaussians fitted to two sets of feature vectors (rows).
+
+    As in the reference implementations (the TTUR code that defined FID, and pytorch-fid):
+    where the square root of the covariances' product is not finite (a singular product:
+    early generators make near-identical images, and few samples give rank-deficient
+    covariances), ``eps`` is added to both covariances' diagonals and the root taken again;
+    its real part is used (rounding leaves a tiny imaginary one). Needs scipy.
+    Used by: 04 (through :class:`Scorer`).
+    """
     from scipy import linalg
 
+    a, b = np.asarray(a, dtype="float64"), np.asarray(b, dtype="float64")
+    if len(a) < 2 or len(b) < 2:
+        raise ValueError(
+            f"a Fréchet distance needs at least 2 feature vectors in each set, got {len(a)} "
+            f"and {len(b)}"
+        )
     mu_a, mu_b = a.mean(axis=0), b.mean(axis=0)
-    cov_a, cov_b = np.cov(a, rowvar=False), np.cov(b, rowvar=False)
+    cov_a = np.atleast_2d(np.cov(a, rowvar=False))
+    cov_b = np.atleast_2d(np.cov(b, rowvar=False))
     with warnings.catch_warnings():
-        # early generators make near-identical images: a singular covariance is expected
+        # a singular product is expected here, and handled below
         warnings.simplefilter("ignore", linalg.LinAlgWarning)
-        root = np.real(linalg.sqrtm(cov_a @ cov_b))
-    return float(np.sum((mu_a - mu_b) ** 2) + np.trace(cov_a + cov_b - 2 * root))
+        warnings.simplefilter("ignore", RuntimeWarning)
+        root = linalg.sqrtm(cov_a @ cov_b)
+        if not np.isfinite(root).all():
+            offset = np.eye(len(cov_a)) * eps
+            root = linalg.sqrtm((cov_a + offset) @ (cov_b + offset))
+    diff = mu_a - mu_b
+    return float(diff @ diff + np.trace(cov_a) + np.trace(cov_b) - 2 * np.trace(np.real(root)))
 
 
 class Scorer:

@@ -53,15 +53,20 @@ def finish(
     seed: int = 0,
     prefetch: bool = True,
     opts=None,
+    report: SkipReport | None = None,
 ):
     """The common tail of a pipeline: cache, shuffle, augment, batch, prefetch.
 
     Cache before shuffling and augmenting, so each epoch gets a new order and new
     augmentations from the cached decoded images; batch after shuffling; prefetch last.
     ``cache=False, prefetch=False`` gives the unoptimised tail, for comparisons.
+    A ``report`` counts the examples each pass delivers, after the cache: a cached pass
+    never runs what comes before the cache, so a count there would see the first pass only.
     """
     if cache:
         ds = ds.cache()
+    if report is not None:
+        ds = report.counted(ds)
     if shuffle:
         ds = ds.shuffle(shuffle, seed=seed, reshuffle_each_iteration=True)
     if augment_fn is not None:
@@ -103,15 +108,32 @@ def _example(image: np.ndarray, label: int) -> bytes:
     return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
 
 
+COMPRESSIONS = (None, "none", "GZIP", "ZLIB")
+
+
+def _compression(value) -> str | None:
+    """None, "GZIP" or "ZLIB" from what :func:`write_tfrecords` accepts."""
+    from helpers.params import ParameterError
+
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none")):
+        return None
+    if isinstance(value, str) and value.strip().upper() in ("GZIP", "ZLIB"):
+        return value.strip().upper()
+    raise ParameterError(
+        f"Invalid parameter compression={value!r}: allowed values are None, 'none', 'GZIP', 'ZLIB'."
+    )
+
+
 def write_tfrecords(x, y, directory, shards: int = 4, compression: str | None = None) -> dict:
     """Write uint8 images and labels as ``shards`` TFRecord files plus a manifest.
 
-    ``compression`` is None, "GZIP" or "ZLIB". The manifest records the image
-    shape and how many records each file holds, so a reader can tell how many
-    it skipped. Returns the manifest.
+    ``compression`` is None (or "none"), "GZIP" or "ZLIB", in any case. The manifest
+    records the image shape and how many records each file holds, so a reader can tell
+    how many it skipped. Returns the manifest.
     """
     import tensorflow as tf
 
+    compression = _compression(compression)
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     suffix = {None: "", "GZIP": ".gz", "ZLIB": ".zz"}[compression]
@@ -152,45 +174,54 @@ def _parse(shape):
 
 @dataclass
 class SkipReport:
-    """Counts what a pipeline delivered against what its source holds."""
+    """Counts what a pipeline delivered in a pass against what its source holds.
+
+    The count is per pass (the latest, or the one under way): after any number of epochs,
+    cached or not, ``skipped()`` is what one pass lost. Read it after a full pass.
+    """
 
     expected: int  # examples in one pass over the source
-    counter: object  # a tf.Variable incremented once per delivered example
+    counter: object  # a tf.Variable: examples delivered so far in the latest pass
     what: str = "records"
+
+    def counted(self, ds):
+        """``ds`` with each element counted; the count starts again with every pass (each
+        pass enumerates from 0). Used by :func:`finish`, after the cache."""
+        counter = self.counter
+
+        def count(index, element):
+            counter.assign(index + 1)
+            return element
+
+        return ds.enumerate().map(count)
 
     @property
     def delivered(self) -> int:
         return int(self.counter.numpy())
 
-    def skipped(self, passes: int = 1) -> int:
-        return self.expected * passes - self.delivered
+    def skipped(self) -> int:
+        return self.expected - self.delivered
 
     def reset(self) -> None:
         self.counter.assign(0)
 
-    def summary(self, passes: int = 1) -> str:
-        skipped = self.skipped(passes)
-        total = self.expected * passes
+    def summary(self) -> str:
+        skipped = self.skipped()
         if skipped == 0:
-            return f"All {total} {self.what} read; none skipped."
+            return f"All {self.expected} {self.what} read; none skipped."
         return (
-            f"Skipped {skipped} of {total} {self.what} (corrupt or unreadable); "
+            f"Skipped {skipped} of {self.expected} {self.what} (corrupt or unreadable); "
             f"read {self.delivered}."
         )
 
 
 def _counted(ds, expected: int, what: str):
-    """Drop elements that fail (``ignore_errors``) and count those that arrive."""
+    """Drop elements that fail (``ignore_errors``); the report counts those that arrive
+    (pass it to :func:`finish`)."""
     import tensorflow as tf
 
     counter = tf.Variable(0, dtype=tf.int64, trainable=False)
-
-    def count(*element):
-        counter.assign_add(1)
-        return element
-
-    ds = ds.ignore_errors().map(count)
-    return ds, SkipReport(expected, counter, what)
+    return ds.ignore_errors(), SkipReport(expected, counter, what)
 
 
 def read_tfrecords(directory, batch_size: int, *, parallel: bool = True, **tail):
@@ -211,7 +242,7 @@ def read_tfrecords(directory, batch_size: int, *, parallel: bool = True, **tail)
     )
     ds = records.map(_parse(manifest["shape"]), num_parallel_calls=calls)
     ds, report = _counted(ds, manifest["records"], "records")
-    return finish(ds, batch_size, **tail), report
+    return finish(ds, batch_size, report=report, **tail), report
 
 
 def corrupt_file(path, at: float = 0.5, length: int = 16) -> None:
@@ -261,7 +292,7 @@ def image_folder(
     ds = tf.data.Dataset.from_tensor_slices((paths, labels))
     ds = ds.map(load, num_parallel_calls=AUTOTUNE if parallel else None)
     ds, report = _counted(ds, len(paths), "image files")
-    return finish(ds, batch_size, **tail), report, class_names
+    return finish(ds, batch_size, report=report, **tail), report, class_names
 
 
 def fits_on_device(nbytes: int, free_bytes: int, margin: float = 0.5) -> bool:

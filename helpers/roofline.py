@@ -8,6 +8,7 @@ Used by: 02_gpu_vs_cpu_benchmark and ``make bench``.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,7 +31,8 @@ class Peak:
 
 _NVIDIA = "NVIDIA datasheet, dense tensor-core figures (no sparsity)"
 _TPU = "Google Cloud TPU system architecture docs, bf16 per core"
-#: Matched against the device name in order: the first pattern found wins.
+_V5E = Peak("TPU v5e core", {"bfloat16": 197}, _TPU)
+#: Matched against the device name word by word: the longest pattern found wins.
 PEAKS = [
     (
         "H200",
@@ -71,16 +73,32 @@ PEAKS = [
     ("P100", Peak("NVIDIA P100 PCIe", {"float32": 9.3, "float16": 18.7}, _NVIDIA)),
     ("TPU v2", Peak("TPU v2 core", {"bfloat16": 22.5}, _TPU)),
     ("TPU v3", Peak("TPU v3 core", {"bfloat16": 61.5}, _TPU)),
-    ("TPU v5", Peak("TPU v5e core", {"bfloat16": 197}, _TPU)),
+    ("TPU v5e", _V5E),
+    ("TPU v5litepod", _V5E),  # what TPU_ACCELERATOR_TYPE calls a v5e ("v5litepod-8")
+    ("TPU v5 lite", _V5E),
 ]
 
 
+def _tokens(name: str) -> list[str]:
+    return re.findall(r"[a-z0-9]+", name.lower())
+
+
 def find_peak(device: str) -> Peak | None:
-    """The published peak for a device name such as "Tesla T4" or "TPU v3"; None if unknown."""
+    """The published peak for a device name such as "Tesla T4" or "TPU v3"; None if unknown.
+
+    A pattern matches whole words of the name, in order ("L4" is not "L40S", "V100" is not
+    "V100S", "TPU v5e" is not "TPU v5p"); where several match, the longest wins
+    ("H100 PCIe" before "H100"). A device with no entry gets no peak, not a neighbour's.
+    """
+    words = _tokens(device)
+    best, best_length = None, 0
     for pattern, peak in PEAKS:
-        if pattern.lower() in device.lower():
-            return peak
-    return None
+        wanted = _tokens(pattern)
+        n = len(wanted)
+        found = any(words[i : i + n] == wanted for i in range(len(words) - n + 1))
+        if found and n > best_length:
+            best, best_length = peak, n
+    return best
 
 
 def peak_tflops(peak: Peak | None, dtype: str, tf32: bool = False) -> float | None:

@@ -78,11 +78,18 @@ def test_verdicts():
     assert hidden.kind == "cpu" and "nvidia-smi sees Tesla T4" in hidden.headline
 
 
-def test_this_machine_has_no_gpu_and_the_op_runs_on_the_cpu(tf):
-    assert devices.list_gpus(smi=[]) == []
+def test_the_gpus_tensorflow_sees_and_where_an_op_runs(tf):
+    physical = tf.config.list_physical_devices("GPU")
+    gpus = devices.list_gpus(smi=[])
+    assert len(gpus) == len(physical) and [g.index for g in gpus] == list(range(len(physical)))
     check = devices.placement_check("cpu", 64)
     assert check["placed on"].endswith("CPU:0")
-    assert check["first call (s)"] > 0 and check["second call GFLOP/s (one sample)"] > 0
+    assert "device memory in use (MiB)" not in check  # host memory is not reported
+    assert check["first call (s)"] >= 0 and check["second call (s)"] >= 0
+    if physical:  # the GPU branch, where there is one
+        on_gpu = devices.placement_check("gpu", 64)
+        assert on_gpu["placed on"].endswith("GPU:0")
+        assert on_gpu["device memory peak (MiB)"] >= on_gpu["device memory in use (MiB)"] >= 0
 
 
 def test_announce_prints_outside_ipython(capsys):

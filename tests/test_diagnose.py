@@ -13,23 +13,57 @@ def model_and_data(tf):
     return model, images.x_train[:256], images.y_train[:256]
 
 
-def test_an_in_memory_pipeline_is_not_input_bound(tf, model_and_data):
+def test_the_verdict_follows_the_epoch_times_without_the_first():
+    # the first epoch of each (compiling) is left out, whatever it took
+    fed_well = diagnose.judge({"compute": [9.0, 1.0, 1.0], "pipeline": [30.0, 1.1, 1.1]})
+    assert not fed_well["input_bound"] and fed_well["advice"] == []
+    assert fed_well["ratio"] == pytest.approx(1.1) and fed_well["verdict"].startswith("Not")
+    starved = diagnose.judge({"compute": [9.0, 1.0, 1.2], "pipeline": [1.0, 3.0, 3.3]})
+    assert starved["input_bound"] and starved["advice"][0].startswith("prefetch")
+    assert starved["compute_epoch_s"] == pytest.approx(1.1)
+    assert starved["pipeline_epoch_s"] == pytest.approx(3.15)
+    assert starved["waiting_share"] == pytest.approx(1 - 1.1 / 3.15)
+    assert starved["verdict"].startswith("Input-bound") and "65%" in starved["verdict"]
+    edge = diagnose.judge({"compute": [0, 1.0], "pipeline": [0, diagnose.THRESHOLD]})
+    assert not edge["input_bound"]  # the threshold itself is still "not input-bound"
+
+
+def _check_structure(result, epochs):
+    assert {len(v) for v in result["epoch_seconds"].values()} == {epochs}
+    assert result["compute_epoch_s"] > 0 and result["pipeline_epoch_s"] > 0
+    assert result["ratio"] == pytest.approx(result["pipeline_epoch_s"] / result["compute_epoch_s"])
+    assert result["input_bound"] == (result["ratio"] > diagnose.THRESHOLD)
+    assert bool(result["advice"]) == result["input_bound"]
+
+
+def test_an_in_memory_pipeline_is_diagnosed(tf, model_and_data):
     model, x, y = model_and_data
     result = diagnose.input_bound(model, pipelines.from_memory(x, y, 64), steps=4)
-    assert result["ratio"] < 2 and result["compute_epoch_s"] > 0
+    _check_structure(result, epochs=3)
 
 
-def test_a_slow_pipeline_is_found_input_bound_with_advice(tf, model_and_data):
+def test_a_slow_pipeline_is_diagnosed_from_real_epochs(tf, model_and_data):
     model, x, y = model_and_data
+    reads = []
 
     def slow(image, label):
-        image = tf.py_function(lambda a: (time.sleep(0.05), a)[1], [image], tf.uint8)
+        def wait(a):
+            reads.append(1)
+            time.sleep(0.01)
+            return a
+
+        image = tf.py_function(wait, [image], tf.uint8)
         image.set_shape((28, 28, 1))
         return image, label
 
     ds = tf.data.Dataset.from_tensor_slices((x, y)).map(slow).batch(8)
     result = diagnose.input_bound(model, ds, steps=3, epochs=2)
-    assert result["input_bound"] and result["ratio"] > diagnose.THRESHOLD
-    assert result["verdict"].startswith("Input-bound") and result["advice"][0].startswith(
-        "prefetch"
-    )
+    _check_structure(result, epochs=2)
+    # one full pass first, the first batch again, then 3 fed steps of 8 images per epoch
+    assert len(reads) >= len(x) + 2 * 3 * 8
+
+
+def test_one_epoch_is_refused(tf, model_and_data):
+    model, x, y = model_and_data
+    with pytest.raises(ValueError, match="epochs must be at least 2"):
+        diagnose.input_bound(model, pipelines.from_memory(x, y, 64), steps=2, epochs=1)

@@ -37,6 +37,52 @@ def test_wrong_shapes_are_refused():
         gan_models.build_pair("stylegan", (64, 64, 3))
 
 
+def _compiled_calls(trainer, tf):
+    """The ops of the distributed step's graph that XLA must compile."""
+    graph = trainer._train.get_concrete_function(tf.TensorSpec((4, 28, 28, 1))).graph
+    return [op for op in graph.get_operations() if "_XlaMustCompile" in op.node_def.attr]
+
+
+def test_xla_compiles_the_per_replica_step_not_the_distributed_one(tf):
+    """XLA around strategy.run breaks under MirroredStrategy on several GPUs (keras#18145,
+    tensorflow#53140): the function given to strategy.run is compiled instead."""
+    trainer = gan.GANTrainer(gan.GANConfig(xla=True))
+    assert trainer.xla and not trainer._train._jit_compile  # a plain outer tf.function
+    assert trainer._replica_fn._jit_compile is True
+    (call,) = _compiled_calls(trainer, tf)  # one compiled call inside it: the replica step
+    assert call.get_attr("_XlaMustCompile")
+    d_loss, g_loss = trainer.train_step(tf.zeros((4, 28, 28, 1)))
+    assert np.isfinite(float(d_loss)) and int(trainer.step) == 1
+    plain = gan.GANTrainer(gan.GANConfig(xla=False))
+    assert not plain.xla and _compiled_calls(plain, tf) == []
+
+
+def test_where_xla_goes_under_each_strategy():
+    from types import SimpleNamespace
+
+    def strategy(name, replicas, devices=()):
+        kind = type(name, (), {})
+        fake = kind()
+        fake.num_replicas_in_sync = replicas
+        fake.extended = SimpleNamespace(worker_devices=devices)
+        return fake
+
+    gpus = ("/job:localhost/replica:0/task:0/device:GPU:0", "/device:GPU:1")
+    cpus = ("/device:CPU:0", "/device:CPU:1")
+    assert gan.xla_for_strategy(strategy("OneDeviceStrategy", 1), True)[0]
+    assert gan.xla_for_strategy(strategy("MirroredStrategy", 2, gpus), True) == (
+        True,
+        "XLA on each of the 2 replicas' step",
+    )
+    on_cpus, note = gan.xla_for_strategy(strategy("MirroredStrategy", 2, cpus), True)
+    assert not on_cpus and "needs GPUs only" in note
+    assert not gan.xla_for_strategy(strategy("MirroredStrategy", 2, gpus), False)[0]
+    assert gan.xla_for_strategy(strategy("TPUStrategyV2", 8), False) == (
+        True,
+        "XLA: the TPU compiles every step with XLA",
+    )
+
+
 def test_noise_is_drawn_at_the_real_batch_size(tf):
     trainer = gan.GANTrainer(gan.GANConfig())
     for batch in (7, 5):  # a short last batch must not crash or mismatch
@@ -80,10 +126,14 @@ def test_train_step_under_a_two_device_strategy():
         for batch in strategy.experimental_distribute_dataset(ds):
             d, g = trainer.train_step(batch)
         print(strategy.num_replicas_in_sync, int(trainer.step.numpy()), bool(tf.math.is_finite(d)))
+        asked = gan.GANTrainer(gan.GANConfig(xla=True), strategy)  # XLA on CPU replicas: off
+        for batch in strategy.experimental_distribute_dataset(ds):
+            d, g = asked.train_step(batch)
+        print(asked.xla, int(asked.step.numpy()), bool(tf.math.is_finite(d)))
     """)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split() == ["2", "2", "True"]
+    assert done.stdout.split() == ["2", "2", "True", "False", "2", "True"]
 
 
 def run_script(*args):
@@ -128,6 +178,55 @@ def test_a_run_reads_one_iterator_for_all_its_epochs(tf, tmp_path, monkeypatch):
     run = gan_run.GANRun(trainer, tmp_path, every_steps=100)
     history = run.train(gan.epoch_batches(images.x_train, 16), 3, 2, progress=False)
     assert len(calls) == 1 and [r["step"] for r in history["epochs"]] == [2, 4, 6]
+
+
+def test_the_training_loop_counts_steps_on_the_host_and_reads_losses_in_batches(
+    tf, tmp_path, monkeypatch
+):
+    """No step waits for the one before: the device's step is read once per train(), and
+    losses are read back every READ_BACK_EVERY steps, at checkpoints and at epoch ends."""
+    images = data.load("digits", limit=128, verbose=False)
+    trainer = gan.GANTrainer(gan.GANConfig())
+    dispatched, reads = [], []
+
+    class Loss:  # a loss whose read-back is noted, with the steps dispatched by then
+        def __init__(self, value):
+            self.value = value
+
+        def __float__(self):
+            reads.append(len(dispatched))
+            return float(self.value)
+
+    step = trainer.train_step
+
+    def counted_step(*args):
+        dispatched.append(1)
+        return tuple(Loss(v) for v in step(*args))
+
+    monkeypatch.setattr(trainer, "train_step", counted_step)
+    device_reads = []
+    monkeypatch.setattr(
+        gan_run.GANRun,
+        "step",
+        property(lambda run: device_reads.append(1) or int(run.trainer.step.numpy())),
+    )
+    run = gan_run.GANRun(trainer, tmp_path, every_steps=30)
+    history = run.train(gan.epoch_batches(images.x_train, 2), 1, 45, progress=False)
+    assert len(device_reads) == 1 and int(trainer.step) == 45
+    # read back in batches: at 20, 30 (a checkpoint), 50 would be next; the epoch ends at 45
+    points = sorted(set(reads))
+    assert points == [20, 30, 45]
+    assert [row[0] for row in history["losses"]] == list(range(1, 46))
+    assert [Path(p).name for p in run.manager.checkpoints] == ["ckpt-30", "ckpt-45"]
+    assert history["epochs"][0]["step"] == 45
+
+
+def test_a_gif_needs_at_least_one_grid(tmp_path):
+    from helpers.params import ParameterError
+
+    with pytest.raises(ParameterError, match=r"grids=\[\]: no epoch grids to animate"):
+        gan_run.make_gif([], tmp_path / "progress.gif")
+    assert not (tmp_path / "progress.gif").exists()
 
 
 def test_killed_and_resumed_run_ends_with_the_same_weights(tmp_path):
@@ -196,6 +295,33 @@ def test_score_ranks_real_images_above_noise(tf, tmp_path):
     assert first.real["frechet_distance"] < fake["frechet_distance"] / 2
     again = scorer()  # loads the cached classifier
     assert again.real["inception_score"] == pytest.approx(first.real["inception_score"])
+
+
+def test_frechet_distance_on_a_singular_covariance_is_finite():
+    """Two feature vectors of 7 values: rank-deficient covariances whose product has no
+    finite square root (sqrtm gives inf/NaN; the distance used to be NaN). The reference
+    guard adds eps to the diagonals; checked here against the same figure computed another
+    way (eigenvalues of the symmetric A^1/2 B A^1/2)."""
+    a = np.array([[2, 0, 1, 0, 2, 0, 2], [1, 2, 0, 0, 0, 2, 0]], dtype="float64")
+    b = np.array([[2, 1, 2, 0, 1, 1, 0], [2, 1, 2, 1, 2, 1, 2]], dtype="float64")
+    distance = gan_score.frechet_distance(a, b)
+    assert np.isfinite(distance)
+    eps = 1e-6
+    cov_a = np.cov(a, rowvar=False) + eps * np.eye(7)
+    cov_b = np.cov(b, rowvar=False) + eps * np.eye(7)
+    w, v = np.linalg.eigh(cov_a)
+    root_a = v @ np.diag(np.sqrt(np.clip(w, 0, None))) @ v.T
+    trace_root = np.sum(np.sqrt(np.clip(np.linalg.eigvalsh(root_a @ cov_b @ root_a), 0, None)))
+    expected = np.sum((a.mean(0) - b.mean(0)) ** 2) + np.trace(cov_a + cov_b) - 2 * trace_root
+    assert distance == pytest.approx(expected, rel=1e-3, abs=1e-3)
+
+
+def test_frechet_distance_of_a_set_to_itself_is_zero_and_one_vector_is_refused():
+    x = np.random.default_rng(0).standard_normal((400, 5))
+    assert gan_score.frechet_distance(x, x) == pytest.approx(0, abs=1e-6)
+    assert gan_score.frechet_distance(x, x + 1) == pytest.approx(5, rel=1e-6)  # means apart
+    with pytest.raises(ValueError, match="at least 2 feature vectors"):
+        gan_score.frechet_distance(x[:1], x)
 
 
 def test_inception_score_bounds():

@@ -12,11 +12,10 @@ def test_naive_pays_every_latency_in_sequence(tf):
     assert kinds.count("open") == 2 * lat.files
     assert kinds.count("read") == 2 * lat.files * lat.records_per_file
     assert kinds.count("train") == 2 * lat.files * lat.records_per_file // lat.batch_size
-    serial = (
-        lat.files * (lat.open_s + lat.records_per_file * (lat.read_s + lat.map_s))
-        + lat.files * lat.records_per_file // lat.batch_size * lat.train_s
-    )
-    assert min(seconds) >= 0.95 * serial  # nothing overlaps in the naive pipeline
+    assert len(seconds) == 2 and all(s > 0 for s in seconds)
+    # nothing overlaps in the naive pipeline: each event starts after the previous one ended
+    ordered = sorted(log.events, key=lambda event: event[1])
+    assert all(b[1] >= a[2] for a, b in zip(ordered, ordered[1:], strict=False))
 
 
 def test_each_optimisation_changes_what_it_should(tf):
@@ -40,8 +39,21 @@ def test_each_optimisation_changes_what_it_should(tf):
 
     assert overlaps(results["parallel map"]["log"].events)
     assert not overlaps(naive["log"].events)
-    # cached and overlapped, the steady epoch pays little more than the training steps
-    assert results["all combined"]["speedup"] > 2
+    # all combined: files opened in parallel, decoding overlaps reading, and the steady
+    # epoch is only training steps (cached); how much faster that is, is the benchmark's
+    combined = results["all combined"]["log"].events
+    batches = FAST.files * FAST.records_per_file // FAST.batch_size
+    counts = {k: [e[0] for e in combined].count(k) for k in ("open", "read", "map", "train")}
+    assert counts == {
+        "open": FAST.files,
+        "read": FAST.files * FAST.records_per_file,
+        "map": batches,
+        "train": 2 * batches,
+    }
+    last_read = max(end for kind, _, end in combined if kind != "train")
+    assert sum(1 for kind, start, _ in combined if kind == "train" and start >= last_read) >= (
+        batches
+    )
 
 
 def test_overlap_is_visible_in_the_event_log(tf):

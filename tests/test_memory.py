@@ -97,7 +97,9 @@ def test_child_process_trainer_returns_results_and_exits(tf):
     assert result["exit_code"] == 0  # the process is gone, and its memory with it
     assert np.isfinite(result["history"]["loss"][0])
     assert len(result["weights"]) == 8 and result["step_rss_mb"] >= 0
-    assert result["memory_setting"].startswith("No GPU")  # set up before its first op
+    gpus = len(tf.config.list_physical_devices("GPU"))  # set up before its first op:
+    expected = f"Memory growth on for {gpus} GPU(s)." if gpus else "No GPU"
+    assert result["memory_setting"].startswith(expected)
 
 
 def test_child_errors_reach_the_parent(tf):

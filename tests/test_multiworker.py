@@ -4,6 +4,7 @@ that survives a killed worker. Each cluster start costs a few seconds of process
 import pytest
 
 from helpers import data, multiworker
+from helpers.environment import nvidia_smi
 
 STEPS, EVERY = 40, 20
 
@@ -56,7 +57,7 @@ def test_two_workers_train_like_one_worker_with_the_same_global_batch(work, two_
     assert mean_two == pytest.approx(mean_one, rel=0.03)
     assert mean_one < 0.7 * one.losses[1], "the run must actually learn"
     assert one.images_per_s > 0 and two_workers.images_per_s > 0
-    assert two_workers.device == "2 worker(s) on the CPU"
+    assert two_workers.device == multiworker.worker_devices(2, len(nvidia_smi()))[1]
 
 
 def test_a_killed_worker_resumes_from_the_last_checkpoint(work, two_workers):

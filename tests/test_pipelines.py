@@ -39,11 +39,13 @@ def test_from_generator_with_signature(tf, digits):
     assert count(pipelines.from_generator(examples, (28, 28, 1), 4)) == 10
 
 
-@pytest.mark.parametrize("compression", [None, "GZIP"])
+@pytest.mark.parametrize("compression", [None, "none", "GZIP", "zlib"])
 def test_tfrecords_round_trip(tf, digits, tmp_path, compression):
     x, y, _ = digits
     manifest = pipelines.write_tfrecords(x, y, tmp_path, shards=3, compression=compression)
     assert sum(manifest["files"].values()) == 120 and len(list(tmp_path.glob("part-*"))) == 3
+    codec = {None: None, "none": None, "GZIP": "GZIP", "zlib": "ZLIB"}[compression]
+    assert manifest["compression"] == codec
     ds, report = pipelines.read_tfrecords(tmp_path, 40, cache=False)
     batches = list(ds)  # one pass
     images = np.concatenate([b[0] for b in batches])
@@ -52,6 +54,30 @@ def test_tfrecords_round_trip(tf, digits, tmp_path, compression):
     expected = np.lexsort((y, x.reshape(len(x), -1).sum(1)))
     assert (images[order] == x[expected]).all() and (labels[order] == y[expected]).all()
     assert report.skipped() == 0 and report.summary() == "All 120 records read; none skipped."
+
+
+def test_an_unknown_compression_is_refused_in_one_line(tf, digits, tmp_path):
+    from helpers.params import ParameterError
+
+    x, y, _ = digits
+    with pytest.raises(ParameterError, match=r"compression='LZ4'.*'GZIP', 'ZLIB'"):
+        pipelines.write_tfrecords(x, y, tmp_path, compression="LZ4")
+    assert not list(tmp_path.glob("part-*"))
+
+
+@pytest.mark.parametrize("cache", [True, False])
+def test_skips_are_counted_per_pass_with_or_without_a_cache(tf, digits, tmp_path, cache):
+    """A cached pass never runs what is before the cache: counting there saw the first pass
+    only (cached: 2 passes looked like 120 skipped), and without a cache the count grew each
+    pass (uncached: skipped() went negative)."""
+    x, y, _ = digits
+    pipelines.write_tfrecords(x, y, tmp_path, shards=4)
+    pipelines.corrupt_file(next(tmp_path.glob("part-00002-*")))
+    ds, report = pipelines.read_tfrecords(tmp_path, 16, cache=cache, shuffle=64)
+    per_pass = [count(ds) for _ in range(3)]
+    assert per_pass[0] == per_pass[1] == per_pass[2] == report.delivered < 120
+    assert report.skipped() == 120 - per_pass[0]
+    assert report.summary().startswith(f"Skipped {120 - per_pass[0]} of 120 records")
 
 
 def test_corrupt_tfrecord_is_skipped_and_counted(tf, digits, tmp_path):

@@ -20,10 +20,12 @@ def test_the_reader_finds_the_steps_top_op(tf, tmp_path):
 
     summary = profiling.read_trace(profiling.capture(step, 3, tmp_path))
     assert len(summary.step_ms) == 3
-    kind, _, share = summary.by_type()[0]
-    assert kind == "MatMul" and share > 0.7
-    assert summary.input_share == 0
-    assert any("Compute-bound" in line for line in profiling.advice(summary))
+    # the matmul is found in every traced step (a CPU op, or a GPU kernel named by its op);
+    # which share of the time it takes is the machine's business
+    matmuls = [op for op in summary.ops if op.type == "MatMul"]
+    assert matmuls and sum(op.count for op in matmuls) >= 3
+    assert sum(share for _, _, share in summary.by_type()) == pytest.approx(1.0)
+    assert summary.input_share == 0  # no input pipeline in this step
 
 
 def _train_step(tf, dataset):
@@ -43,7 +45,10 @@ def _train_step(tf, dataset):
     return step
 
 
-def test_a_slow_input_pipeline_shows_as_input_bound(tf, tmp_path):
+def test_a_real_trace_marks_every_step_and_finds_its_input_waits(tf, tmp_path):
+    """A real capture: every marked step is there and each step's wait for its batch is
+    found (how large a share that is depends on the machine: the synthetic traces below
+    check the arithmetic and the advice)."""
     x = np.ones((384, 384), "float32")
 
     def slow(batch):
@@ -55,16 +60,36 @@ def test_a_slow_input_pipeline_shows_as_input_bound(tf, tmp_path):
         out.set_shape(batch.shape)
         return out
 
-    fast = tf.data.Dataset.from_tensors(x).repeat().prefetch(2)
     slowed = tf.data.Dataset.from_tensors(x).repeat().map(slow)
-    quick = profiling.read_trace(profiling.capture(_train_step(tf, fast), 4, tmp_path / "a"))
-    waiting = profiling.read_trace(profiling.capture(_train_step(tf, slowed), 4, tmp_path / "b"))
-    assert waiting.input_share > 0.5 and quick.input_share < 0.25, (quick.step_ms, waiting.step_ms)
-    assert waiting.input_share > 2 * quick.input_share
-    assert waiting.idle_share >= waiting.input_share - 0.05
-    assert min(waiting.step_ms) > 25
-    assert "Input-bound" in profiling.advice(waiting)[0]
-    assert not any("Input-bound" in line for line in profiling.advice(quick))
+    path = profiling.capture(_train_step(tf, slowed), 4, tmp_path)
+    summary = profiling.read_trace(path)
+    assert len(summary.step_ms) == 4 and summary.input_share > 0
+    assert 0 <= summary.idle_share <= 1 and summary.ops
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    space = xplane_pb2.XSpace()
+    space.ParseFromString(path.read_bytes())
+    host = next(plane for plane in space.planes if plane.name == "/host:CPU")
+    steps = list(profiling._events(host, lambda name: name == profiling.STEP_NAME))
+    waits = list(profiling._events(host, lambda name: name in profiling.INPUT_EVENTS))
+    assert all(any(profiling._within(*w, [s]) for w in waits) for s in steps)
+
+
+def test_input_waits_make_a_trace_input_bound(tmp_path):
+    steps = [(0, 10_000), (10_000, 20_000)]
+    kernels = [
+        ("Stream #7(Compute)", 8_000, 10_000, "m/MatMul:MatMul"),
+        ("Stream #7(Compute)", 18_000, 20_000, "m/MatMul:MatMul"),
+    ]
+    waiting = profiling.read_trace(
+        _space(tmp_path / "w.xplane.pb", kernels, steps=steps, waits=[(0, 8_000), (10_000, 18_000)])
+    )
+    assert waiting.input_share == pytest.approx(0.8) and waiting.idle_share == pytest.approx(0.8)
+    assert "Input-bound: 80%" in profiling.advice(waiting)[0]
+    assert any("Compute-bound" in line for line in profiling.advice(waiting))  # all matmuls
+    fed = profiling.read_trace(_space(tmp_path / "f.xplane.pb", kernels, steps=steps))
+    assert fed.input_share == 0 and fed.step_ms == [pytest.approx(0.01)] * 2
+    assert not any("Input-bound" in line for line in profiling.advice(fed))
 
 
 def test_a_trace_without_step_markers_is_refused(tf, tmp_path):

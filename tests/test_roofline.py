@@ -20,6 +20,24 @@ def test_peaks_are_found_by_device_name(name, label):
     assert roofline.find_peak(name).label == label
 
 
+@pytest.mark.parametrize(
+    "name, label",
+    [
+        ("NVIDIA L40S", None),  # not the L4's peak: "L4" is a whole word only
+        ("NVIDIA L40", None),
+        ("Tesla V100S-PCIE-32GB", None),  # not the V100 SXM2
+        ("NVIDIA RTX A1000", None),  # not the A100
+        ("TPU v5p", None),  # a v5p is not a v5e
+        ("TPU v5litepod", "TPU v5e core"),  # TPU_ACCELERATOR_TYPE "v5litepod-8"
+        ("Tesla V100-SXM2-16GB", "NVIDIA V100 SXM2"),
+        ("NVIDIA H100 PCIe", "NVIDIA H100 PCIe"),  # the longest match, not "H100"
+    ],
+)
+def test_peaks_match_whole_words_and_the_longest_pattern_wins(name, label):
+    peak = roofline.find_peak(name)
+    assert (peak.label if peak else None) == label
+
+
 def test_unknown_devices_and_dtypes_have_no_peak():
     assert roofline.find_peak("CPU") is None
     assert roofline.peak_tflops(None, "float32") is None

@@ -19,26 +19,30 @@ SWEEP = textwrap.dedent("""
     tf = import_tensorflow()
     devices = scaling.replica_devices(4)
     images = data.load("digits", verbose=False)
-    rows = scaling.sweep(devices, [1, 2, 4], images.x_train[:512], images.y_train[:512], 16,
+    counts = scaling.replica_counts(min(4, len(devices.names)))  # 4, or the GPUs there are
+    rows = scaling.sweep(devices, counts, images.x_train[:512], images.y_train[:512], 16,
                          epochs=2)
-    kinds = [type(scaling.strategy_for(devices, n)).__name__ for n in (1, 4)]
+    kinds = [type(scaling.strategy_for(devices, n)).__name__ for n in (1, counts[-1])]
     print(json.dumps({"rows": rows, "kind": devices.kind, "shared": devices.shared_hardware,
                       "kinds": kinds}))
 """)
 
 
-def test_sweep_over_overlapping_device_sets_on_a_split_cpu():
-    """Strategies over CPU:0-1 and CPU:0-3 in one process: their all-reduces must not clash."""
+def test_sweep_over_overlapping_device_sets_on_split_devices(tf):
+    """Strategies over CPU:0-1 and CPU:0-3 (or logical GPUs) in one process: their all-reduces
+    must not clash. Several real GPUs are used as they are."""
+    gpus = len(tf.config.list_physical_devices("GPU"))
     done = subprocess.run(
         [sys.executable, "-c", SWEEP], capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stderr[-2000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
-    assert out["kind"] == "cpu" and out["shared"]
+    assert out["kind"] == ("gpu" if gpus else "cpu") and out["shared"] == (gpus <= 1)
+    counts = scaling.replica_counts(4 if gpus <= 1 else min(4, gpus))
     assert out["kinds"] == ["OneDeviceStrategy", "MirroredStrategy"]
     rows = out["rows"]
-    assert [r["replicas"] for r in rows] == [1, 2, 4]
-    assert [r["global_batch"] for r in rows] == [16, 32, 64]
+    assert [r["replicas"] for r in rows] == counts
+    assert [r["global_batch"] for r in rows] == [16 * c for c in counts]
     assert rows[0]["speedup"] == 1 and rows[0]["efficiency"] == 1
     for row in rows:
         assert row["images_per_s"] > 0

@@ -53,10 +53,28 @@ def test_clock_stops_only_after_the_device_sync():
     assert timing.naive(dispatch, clock=clock) == 0.0  # the naive way sees nothing
 
 
-def test_against_a_known_delay():
-    result = timing.measure(lambda: time.sleep(0.02), warmup=1, repeats=5, sync=timing.no_sync)
-    assert 0.02 <= result.median_s < 0.06  # a sleep never ends early; a busy machine adds
-    assert result.iqr_s < 0.03
+def test_calls_syncs_and_clock_reads_are_counted():
+    """With the real clock: how often the work runs, syncs and is timed (speed is not tested
+    here; ``make bench`` measures it)."""
+    calls, syncs, reads = [], [], []
+
+    def clock():
+        reads.append(1)
+        return time.perf_counter()
+
+    result = timing.measure(
+        lambda: calls.append(1),
+        warmup=3,
+        repeats=5,
+        number=4,
+        sync=lambda: syncs.append(1),
+        clock=clock,
+    )
+    assert len(calls) == 1 + 2 + 5 * 4  # first call, the other warm-ups, then the samples
+    assert len(syncs) == 1 + 1 + 5  # after the first call, after warm-up, after each sample
+    assert len(reads) == 2 * (1 + 5)  # a start and a stop around the first call and each sample
+    assert len(result.samples_s) == 5 and all(s >= 0 for s in result.samples_s)
+    assert result.first_call_s >= 0 and result.iqr_s >= 0
 
 
 def test_rate_and_record():

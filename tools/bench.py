@@ -1,6 +1,6 @@
 """Run the course's benchmarks; write build/bench/results.json and results.md.
 
-    python -m tools.bench [--out DIR] [--only NAME ...]
+    python -m tools.bench [--out DIR] [--only NAME ...] [--light]
 
 Each benchmark returns records with ``name``, ``device``, ``metric``,
 ``value``, ``unit`` and, where it has one, ``baseline``, ``baseline_value``
@@ -232,6 +232,16 @@ BENCHMARKS = {
 }
 
 
+#: ``--light``: smaller settings per benchmark, for a quick check (``make gpu-check``); the
+#: same records, measured on less work. Benchmarks without an entry run as they are.
+LIGHT = {
+    "matmul": {"cpu_sizes": (256, 512, 1024), "accelerator_sizes": (1024, 4096), "repeats": 5},
+    "tfdata": {"latency_scale": 0.3, "epochs": 3, "images": 2048, "steps": 16},
+    "dcgan": {"repeats": 5},
+    "scaling": {"images": 4096, "epochs": 3, "worker_steps": 60},
+}
+
+
 def markdown(records: list[dict], meta: dict) -> str:
     """The records as a markdown table, with when and where they were measured."""
     lines = [
@@ -279,6 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=BUILD / "bench")
     parser.add_argument("--only", nargs="*", choices=sorted(BENCHMARKS))
+    parser.add_argument("--light", action="store_true", help="less work per benchmark")
     args = parser.parse_args(argv)
     from helpers.logs import import_tensorflow
 
@@ -286,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     records = []
     for name in args.only or BENCHMARKS:
         print(f"benchmark {name} ...", flush=True)
-        records += BENCHMARKS[name]()
+        records += BENCHMARKS[name](**(LIGHT.get(name, {}) if args.light else {}))
     meta = {
         "when": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": f"{platform.machine()} {platform.node()}",
