@@ -29,7 +29,11 @@ ENGINE_NAMES = {"tf": "TensorFlow", "jax": "Keras on JAX"}
 
 
 def installed(name: str) -> bool:
-    return importlib.util.find_spec(name) is not None
+    """True if ``name`` can be imported here (it is not imported)."""
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):  # a broken or hidden install counts as none
+        return False
 
 
 @dataclass

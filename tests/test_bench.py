@@ -59,3 +59,11 @@ def test_scaling_benchmark_records(tf):
     assert workers["name"] == "multiworker_vs_one_worker" and workers["value"] > 0
     assert workers["device"] == "2 worker(s) on the CPU"
     assert workers["ratio"] == pytest.approx(workers["value"] / workers["baseline_value"])
+
+
+def test_keras_jax_vs_tf_fit_record(tf):
+    (rec,) = bench.bench_keras_jax(images=256, global_batch=64, epochs=2, steps_per_execution=2)
+    assert rec["name"] == "keras_jax_vs_tf_fit" and rec["unit"] == "images/s"
+    assert rec["value"] > 0 and rec["baseline_value"] > 0
+    assert rec["ratio"] == pytest.approx(rec["value"] / rec["baseline_value"])
+    assert "one device per engine" in rec["device"] and "Keras on TensorFlow" in rec["baseline"]
