@@ -57,7 +57,7 @@ def inspect_runtime(
 ) -> Runtime:
     """Look at this runtime; TensorFlow is imported only if it is installed, JAX never.
 
-    The arguments are for tests (fakes for each kind of runtime)."""
+    The arguments are for tests (fakes for each kind of runtime). Used by: 05."""
     from helpers import devices
 
     tensorflow, jax = has_module("tensorflow"), has_module("jax")
@@ -111,7 +111,7 @@ class Plan:
 
 
 def available_accelerators(runtime: Runtime) -> list[str]:
-    """The values of notebook 05's ``accelerator`` this runtime can honour."""
+    """The values of notebook 05's ``accelerator`` this runtime can honour. Used by: 05."""
     return (
         ["auto", "cpu"]
         + (["gpu"] if runtime.gpus else [])
@@ -120,7 +120,8 @@ def available_accelerators(runtime: Runtime) -> list[str]:
 
 
 def accelerator_rule(runtime: Runtime):
-    """A :mod:`helpers.params` rule for ``accelerator`` that needs neither engine imported."""
+    """A :mod:`helpers.params` rule for ``accelerator`` that needs neither engine imported.
+    Used by: 05 (validation cell)."""
     from helpers.params import ParameterError
 
     def rule(name: str, value: object) -> object:
@@ -144,7 +145,8 @@ def accelerator_rule(runtime: Runtime):
 def simulated_devices_rule(runtime: Runtime | None = None, most: int = 64):
     """A :mod:`helpers.params` rule: a dict naming each engine to run ("tf", "jax") and its
     simulated device count (1-``most``). An engine this runtime lacks is skipped, not refused,
-    so the default works on Colab's TPU runtime (no TensorFlow): :func:`choose` says so."""
+    so the default works on Colab's TPU runtime (no TensorFlow): :func:`choose` says so.
+    Used by: 05 (validation cell)."""
     from helpers.params import ParameterError
 
     def rule(name: str, value: object) -> object:
@@ -165,7 +167,8 @@ def simulated_devices_rule(runtime: Runtime | None = None, most: int = 64):
 
 def choose(runtime: Runtime, accelerator: str = "auto", simulated: dict | None = None) -> Plan:
     """Pick where each engine runs (see the module's docstring); ``simulated`` names the
-    engines to run and their simulated device counts (an engine left out is not run)."""
+    engines to run and their simulated device counts (an engine left out is not run).
+    Used by: 05."""
     simulated = {"tf": 8, "jax": 8} if simulated is None else simulated
     tf_wanted = runtime.tensorflow and "tf" in simulated
     jax_wanted = runtime.jax and "jax" in simulated
