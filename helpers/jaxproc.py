@@ -108,17 +108,19 @@ class JaxProcess:
     """The child process that runs the functions it decorates (see the module's docstring).
 
     It starts at the first call. Making a new one ends the previous one (one process owns
-    JAX and its devices), as does :meth:`close`, or the end of the kernel.
+    JAX and its devices, and a TPU serves one process), as does :meth:`close`, or the end of
+    the kernel.
     Used by: 05, ``make bench``.
     """
 
-    _current: JaxProcess | None = None
+    _current: dict[str, JaxProcess] = {}
 
-    def __init__(self, python: str = sys.executable):
-        if JaxProcess._current is not None:
-            JaxProcess._current.close()
-        JaxProcess._current = self
-        self.python = python
+    def __init__(self, python: str = sys.executable, key: str = "kernel"):
+        """``key``: a new process ends the running one with the same key (tests use their own)."""
+        if key in JaxProcess._current:
+            JaxProcess._current[key].close()
+        JaxProcess._current[key] = self
+        self.python, self.key = python, key
         self.functions: dict[str, str] = {}
         self._sent: dict[str, str] = {}
         self._proc = self._conn = self._log = None
@@ -194,8 +196,8 @@ class JaxProcess:
         if self._finalizer is not None:
             self._finalizer()
         self._proc = None
-        if JaxProcess._current is self:
-            JaxProcess._current = None
+        if JaxProcess._current.get(self.key) is self:
+            del JaxProcess._current[self.key]
 
 
 class _Duplex:

@@ -13,7 +13,7 @@ NOTEBOOK = NOTEBOOKS / "05_tpu_distribute.ipynb"
 
 
 def test_functions_run_in_the_child_share_a_namespace_and_print_here(capsys):
-    process = JaxProcess()
+    process = JaxProcess(key="test-namespace")
 
     @process
     def where(x):
@@ -37,7 +37,7 @@ def test_functions_run_in_the_child_share_a_namespace_and_print_here(capsys):
 
 
 def test_a_failure_in_the_child_is_raised_here_with_its_traceback():
-    process = JaxProcess()
+    process = JaxProcess(key="test-failure")
     broken = process.define("broken", "def broken():\n    return 1 / 0\n")
     try:
         with pytest.raises(JaxProcessError, match="ZeroDivisionError"):
@@ -49,10 +49,10 @@ def test_a_failure_in_the_child_is_raised_here_with_its_traceback():
 
 
 def test_a_new_process_ends_the_previous_one():
-    first = JaxProcess()
+    first = JaxProcess(key="test-replace")
     first.define("one", "def one():\n    return 1\n")()
     assert first.running
-    second = JaxProcess()
+    second = JaxProcess(key="test-replace")
     assert not first.running
     second.close()
 
@@ -79,7 +79,7 @@ def test_the_notebook_defines_the_jax_lesson_in_its_cells():
 @pytest.fixture(scope="module")
 def notebook_jax():
     """Notebook 05's JAX functions in one child with 8 simulated CPU devices."""
-    process = JaxProcess()
+    process = JaxProcess(key="test-notebook-05")
     remote = {name: process.define(name, source)
               for name, source in functions_in_notebook(NOTEBOOK).items()}
     remote["devices"] = remote["start_keras_on_jax"](8)

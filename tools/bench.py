@@ -243,7 +243,7 @@ def bench_keras_jax(
     tf_run = distribute.fit_classifier(
         tf.distribute.OneDeviceStrategy("/cpu:0"), x, y, global_batch, epochs, steps_per_execution
     )
-    process = JaxProcess()
+    process = JaxProcess(key="bench")
     try:
         remote = {
             name: process.define(name, code)
