@@ -148,16 +148,46 @@ def detect_tpu(
     return TPUStatus(hardware=True, resolver=resolver, message=f"TPU found through {call}")
 
 
+def jax_can_drive_tpu(
+    has_module: Callable | None = None, hardware: bool | None = None
+) -> bool:
+    """True where a TPU is attached and JAX with ``libtpu`` is installed (Colab's TPU runtimes
+    since 2025 ship exactly that, and no TensorFlow). JAX itself is not started."""
+    has_module = has_module or (lambda name: importlib.util.find_spec(name) is not None)
+    hardware = tpu_hardware_present() if hardware is None else hardware
+    return bool(hardware and has_module("jax") and has_module("libtpu"))
+
+
 def verdict(
-    gpus: list[GPU], tpu: TPUStatus, platform: str = "local", smi: list[dict] | None = None
+    gpus: list[GPU],
+    tpu: TPUStatus,
+    platform: str = "local",
+    smi: list[dict] | None = None,
+    jax_tpu: bool | None = None,
 ) -> Verdict:
-    """A plain verdict: what TensorFlow will run on here, and what to do about it.
+    """A plain verdict: what this runtime can train on (TensorFlow on a TPU, Keras on JAX on
+    a TPU, a GPU, or the CPU), and what to do about it. ``jax_tpu``: whether JAX can drive
+    the TPU (default: :func:`jax_can_drive_tpu`).
 
     Used by: 01.
     """
     smi = smi or []
     if tpu.usable:
-        return Verdict("tpu", "TPU: ready for TPUStrategy.", "Open notebook 05 to train on it.")
+        return Verdict(
+            "tpu",
+            "TPU: ready for TensorFlow's TPUStrategy.",
+            "Open notebook 05 to train on it (TensorFlow on the TPU).",
+        )
+    jax_tpu = jax_can_drive_tpu(hardware=tpu.hardware) if jax_tpu is None else jax_tpu
+    if tpu.hardware and jax_tpu:
+        return Verdict(
+            "cpu",
+            "TPU for Keras on JAX only: TensorFlow cannot use this TPU, JAX can.",
+            "Notebook 05 trains on it with Keras on JAX (KERAS_BACKEND=jax). TensorFlow's "
+            "notebooks run on its CPU here; for TensorFlow on a TPU use Kaggle's TPU v5e-8, "
+            "and for a GPU: Runtime > Change runtime type > T4 GPU. "
+            f"({tpu.message})",
+        )
     if gpus:
         names = "; ".join(g.describe() for g in gpus)
         count = f"{len(gpus)} GPUs" if len(gpus) > 1 else "GPU"
@@ -167,7 +197,12 @@ def verdict(
             "Next: notebook 02 measures how much faster it is than the CPU.",
         )
     if tpu.hardware:
-        return Verdict("cpu", "CPU only: a TPU is attached but unusable.", tpu.message)
+        return Verdict(
+            "cpu",
+            "CPU only: a TPU is attached, but neither TensorFlow nor JAX can use it.",
+            f"{tpu.message}. Or install JAX for TPUs (pip install 'jax[tpu]') and run "
+            "notebook 05 with Keras on JAX.",
+        )
     if smi:
         return Verdict(
             "cpu",

@@ -153,8 +153,10 @@ def gan_step_results(strategies: dict, real, noise, config) -> dict:
 
 
 def largest_difference(results: dict, reference: str) -> dict:
-    """Per strategy: the largest absolute difference in loss and in any updated weight
-    from ``reference``'s."""
+    """Per strategy (or device count): the largest absolute difference in loss and in any
+    updated weight from ``reference``'s. Where the results carry their ``start`` weights,
+    also ``update``: the norm of the difference between the two updates over the norm of
+    ``reference``'s update. Used by: 05 (both engines), tests."""
     base = results[reference]
     out = {}
     for name, result in results.items():
@@ -166,7 +168,17 @@ def largest_difference(results: dict, reference: str) -> dict:
             for a, b in zip(result["weights"], base["weights"], strict=True)
         )
         out[name] = {"loss": float(np.max(np.abs(losses))), "weights": weights}
+        if "start" in result and "start" in base:
+            ours = _flat(result["weights"]) - _flat(result["start"])
+            theirs = _flat(base["weights"]) - _flat(base["start"])
+            out[name]["update"] = float(
+                np.linalg.norm(ours - theirs) / max(np.linalg.norm(theirs), 1e-30)
+            )
     return out
+
+
+def _flat(arrays) -> np.ndarray:
+    return np.concatenate([np.asarray(a, dtype="float64").ravel() for a in arrays])
 
 
 def mirrored(count: int):

@@ -67,3 +67,11 @@ def test_scaling_benchmark_records(tf):
     # local workers get one GPU each where nvidia-smi lists enough, else the CPU
     assert workers["device"] == multiworker.worker_devices(2, len(nvidia_smi()))[1]
     assert workers["ratio"] == pytest.approx(workers["value"] / workers["baseline_value"])
+
+
+def test_keras_jax_vs_tf_fit_record(tf):
+    (rec,) = bench.bench_keras_jax(images=256, global_batch=64, epochs=2, steps_per_execution=2)
+    assert rec["name"] == "keras_jax_vs_tf_fit" and rec["unit"] == "images/s"
+    assert rec["value"] > 0 and rec["baseline_value"] > 0
+    assert rec["ratio"] == pytest.approx(rec["value"] / rec["baseline_value"])
+    assert "one device per engine" in rec["device"] and "Keras on TensorFlow" in rec["baseline"]

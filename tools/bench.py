@@ -223,12 +223,60 @@ def bench_scaling(
     return records
 
 
+def bench_keras_jax(
+    images: int = 8192, global_batch: int = 256, epochs: int = 3, steps_per_execution: int = 8
+) -> list:
+    """``keras_jax_vs_tf_fit``: images/s of notebook 05's classifier under ``fit``, Keras on
+    JAX (notebook 05's own ``fit_on_jax``, run in a child process) against Keras on TF (this
+    process), on the same device: the CPU, one device per engine, float32, same run."""
+    import os
+
+    import numpy as np
+    import tensorflow as tf
+
+    from helpers import data, distribute
+    from helpers.jaxproc import JaxProcess, functions_in_notebook
+    from tools.course import NOTEBOOKS
+
+    source = data.load("mnist", verbose=False)
+    x, y, _ = data.repeat_to(source.x_train, source.y_train, images)
+    tf_run = distribute.fit_classifier(
+        tf.distribute.OneDeviceStrategy("/cpu:0"), x, y, global_batch, epochs, steps_per_execution
+    )
+    process = JaxProcess(key="bench")
+    try:
+        remote = {
+            name: process.define(name, code)
+            for name, code in functions_in_notebook(NOTEBOOKS / "05_tpu_distribute.ipynb").items()
+        }
+        remote["start_keras_on_jax"](1)  # the whole CPU as one JAX device
+        jax_run = remote["fit_on_jax"](
+            images, 1, global_batch, epochs, steps_per_execution, "float32", (x, y)
+        )
+    finally:
+        process.close()
+    jax_speed = jax_run["images"] / float(np.median(jax_run["seconds"][1:]))
+    return [
+        record(
+            "keras_jax_vs_tf_fit",
+            f"CPU ({os.cpu_count()} cores), one device per engine",
+            f"Keras on JAX fit images/s (notebook 05 classifier, batch {global_batch}, "
+            f"float32, steps_per_execution={steps_per_execution})",
+            jax_speed,
+            "images/s",
+            "Keras on TensorFlow, same model, data and settings, same run",
+            tf_run["images_per_s"],
+        )
+    ]
+
+
 #: name -> function returning records. Later notebooks add their benchmarks here.
 BENCHMARKS = {
     "matmul": bench_matmul,
     "tfdata": bench_tfdata,
     "dcgan": bench_dcgan,
     "scaling": bench_scaling,
+    "keras_jax": bench_keras_jax,
 }
 
 
