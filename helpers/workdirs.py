@@ -67,13 +67,13 @@ def problem(path, cwd: Path | None = None) -> str | None:
     if path.exists() and not path.is_dir():
         return "it is a file, not a folder"
     if path.is_dir() and not is_marked(path) and any(path.iterdir()):
-        return f"it holds files and no {MARKER} marker, so this course did not make it"
+        return f"it holds files and no {MARKER} marker (no notebook of this course made it)"
     return None
 
 
 ALLOWED = (
-    f"a new or empty folder, or one this course made (it holds {MARKER}), never the working "
-    f"folder or one above it; e.g. {default('my_run')!r}"
+    f"a new or empty folder, or one a notebook of this course made (it holds {MARKER}), not the "
+    f"working folder or one above it; e.g. {default('my_run')!r}"
 )
 
 
