@@ -115,6 +115,7 @@ def peak_rss_mb() -> float:
     ``ru_maxrss`` is not: a process started with fork and exec (a ``spawn`` child) inherits
     the parent's resident size at the fork in it, so a child of a large notebook kernel reads
     the kernel's size, not its own. ``ru_maxrss`` is the fallback elsewhere (bytes on macOS).
+    Used by: 06_out_of_memory (in its child processes).
     """
     hwm = _status_mb("VmHWM")
     if hwm is not None:
@@ -125,7 +126,8 @@ def peak_rss_mb() -> float:
 
 def reset_peak_rss() -> bool:
     """Restart the peak (``VmHWM``) from the resident memory now (Linux 4.0+ ``clear_refs``).
-    Returns False where that is not possible: the peak then runs on from the process start."""
+    Returns False where that is not possible: the peak then runs on from the process start.
+    Used by: 06_out_of_memory (in its child processes)."""
     try:
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")

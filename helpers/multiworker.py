@@ -272,7 +272,8 @@ def _stop_all() -> None:
 def follow_launcher(interval_s: float = 1.0) -> threading.Thread | None:
     """In a worker: end this process (SIGKILL) as soon as the process that launched it is
     gone, for a launcher killed outright (which runs no cleanup). Returns the watching thread,
-    or None when this process was not started by :func:`run_cluster`."""
+    or None when this process was not started by :func:`run_cluster`.
+    Used by: 07_scale_out_profile (each of its workers)."""
     launcher = os.environ.get(LAUNCHER_ENV)
     if not launcher:
         return None

@@ -91,7 +91,7 @@ def prepare(path, name: str = "work_dir", fresh: bool = True) -> Path:
     ``fresh`` (the default) a marked folder is emptied first (the marker stays); without it,
     what is there is kept (04 resumes from it). A folder that holds files but no marker, or a
     protected one, raises :class:`~helpers.params.ParameterError` for parameter ``name`` and
-    nothing is deleted.
+    nothing is deleted. Used by: 03, 04, 05, 07.
     """
     path = Path(path)
     if (why := problem(path)) is not None:
