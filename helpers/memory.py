@@ -10,6 +10,7 @@ from __future__ import annotations
 import gc
 import re
 import resource
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -24,39 +25,115 @@ LATE_MESSAGE = (
     "TF_FORCE_GPU_ALLOW_GROWTH=true."
 )
 
+SWITCH_MESSAGE = (
+    "TensorFlow cannot switch a GPU between a memory limit and memory growth in one process: "
+    "restart the kernel (Colab: Runtime > Restart session) to change it."
+)
+
+
+def _describe(growth: bool, limit_mb: int | None) -> str:
+    if limit_mb:
+        return f"a {limit_mb} MiB limit"
+    return "memory growth" if growth else "TensorFlow's defaults"
+
+
+def _in_force(tf, gpu) -> tuple[bool, int | None] | None:
+    """``(growth, limit_mb)`` that TensorFlow holds for ``gpu``; None where it cannot say."""
+    try:
+        growth = tf.config.experimental.get_memory_growth(gpu)
+        virtual = tf.config.get_logical_device_configuration(gpu)
+    except (ValueError, TypeError, AttributeError):
+        return None
+    if virtual and len(virtual) == 1 and virtual[0].memory_limit is not None:
+        return bool(growth), int(virtual[0].memory_limit)
+    if virtual:
+        return None  # several logical devices: not something this function sets
+    return bool(growth), None
+
 
 def configure_gpu_memory(growth: bool = True, limit_mb: int | None = None, gpus=None) -> str:
     """Memory growth, or a hard limit per GPU; says what it did.
 
-    Raises :class:`helpers.strategy.LateConfigurationError` with what to do when
-    TensorFlow has already initialised its GPUs, instead of TF's "Physical devices
-    cannot be modified after being initialized".
+    Asking again for what is in force does nothing and says so, so "Run all" twice works.
+    Asking for something else once TensorFlow has started its GPUs (or a change TensorFlow
+    cannot make, such as growth on top of a limit) raises
+    :class:`helpers.strategy.LateConfigurationError`, saying what is in force and what to do,
+    instead of TF's "Physical devices cannot be modified after being initialized".
+    Used by: 06_out_of_memory (and its child processes).
     """
     import tensorflow as tf
 
     gpus = tf.config.list_physical_devices("GPU") if gpus is None else gpus
     if not gpus:
         return "No GPU: nothing to configure (the CPU uses host memory)."
-    try:
-        for gpu in gpus:
-            if limit_mb:
+    limit = int(limit_mb) if limit_mb else None
+    wanted = (bool(growth) and limit is None, limit)
+    state = {gpu: _in_force(tf, gpu) for gpu in gpus}
+    if all(now == wanted for now in state.values()):
+        said = _describe(*wanted)
+        return f"{said[0].upper()}{said[1:]} already in force for {len(gpus)} GPU(s)."
+    for gpu, now in state.items():
+        if now == wanted:
+            continue
+        try:
+            if limit:
                 tf.config.set_logical_device_configuration(
-                    gpu, [tf.config.LogicalDeviceConfiguration(memory_limit=int(limit_mb))]
+                    gpu, [tf.config.LogicalDeviceConfiguration(memory_limit=limit)]
                 )
-            elif growth:
-                tf.config.experimental.set_memory_growth(gpu, True)
-    except RuntimeError as error:
-        if "initialized" in str(error):
-            raise LateConfigurationError(LATE_MESSAGE) from None
-        raise
-    if limit_mb:
-        return f"Each of {len(gpus)} GPU(s) limited to {int(limit_mb)} MiB."
+            else:
+                tf.config.experimental.set_memory_growth(gpu, wanted[0])
+        except (RuntimeError, ValueError) as error:
+            late = "initialized" in str(error)
+            if not (late or "configured" in str(error)):
+                raise
+            held = f"{_describe(*now)} is in force" if now else "the GPUs are set up already"
+            why = LATE_MESSAGE if late else SWITCH_MESSAGE
+            raise LateConfigurationError(
+                f"Asked for {_describe(*wanted)}, but {held}. {why}"
+            ) from None
+    if limit:
+        return f"Each of {len(gpus)} GPU(s) limited to {limit} MiB."
     return f"Memory growth on for {len(gpus)} GPU(s)." if growth else "Defaults kept."
 
 
+def _status_mb(key: str) -> float | None:
+    """A ``/proc/self/status`` figure (``VmRSS``, ``VmHWM``) in MiB; None where there is none."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return None
+
+
 def peak_rss_mb() -> float:
-    """The process's peak resident memory so far, in MiB (Linux reports KiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    """This process's peak resident memory so far, in MiB.
+
+    On Linux it is ``VmHWM``, this program's own high-water mark. ``getrusage``'s
+    ``ru_maxrss`` is not: a process started with fork and exec (a ``spawn`` child) inherits
+    the parent's resident size at the fork in it, so a child of a large notebook kernel reads
+    the kernel's size, not its own. ``ru_maxrss`` is the fallback elsewhere (bytes on macOS).
+    Used by: 06_out_of_memory (in its child processes).
+    """
+    hwm = _status_mb("VmHWM")
+    if hwm is not None:
+        return hwm
+    maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return maxrss / 2**20 if sys.platform == "darwin" else maxrss / 1024
+
+
+def reset_peak_rss() -> bool:
+    """Restart the peak (``VmHWM``) from the resident memory now (Linux 4.0+ ``clear_refs``).
+    Returns False where that is not possible: the peak then runs on from the process start.
+    Used by: 06_out_of_memory (in its child processes)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
 
 
 def device_memory_mb(device: str = "GPU:0") -> dict | None:
@@ -170,14 +247,7 @@ class ChildOutOfMemory(MemoryError):
 
 def current_rss_mb() -> float:
     """The process's resident memory now, in MiB (from /proc; 0 where unavailable)."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
+    return _status_mb("VmRSS") or 0.0
 
 
 def child_memory_setup(task: dict, gpus=None) -> str:
@@ -188,51 +258,171 @@ def child_memory_setup(task: dict, gpus=None) -> str:
     return configure_gpu_memory(growth=True, limit_mb=limit, gpus=gpus)
 
 
-def _child_main(task: dict, queue) -> None:
-    """Runs in a fresh process: build a model from helpers.models, train, report, exit."""
+def _child_main(task: dict) -> dict:
+    """Runs in a fresh process: build a model from helpers.models, train, return what it saw."""
     import os
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from helpers.logs import import_tensorflow
+
+    import_tensorflow()
+    memory_setting = child_memory_setup(task)
+    import keras
+
+    from helpers import models
+    from helpers.throughput import precision
+
+    keras.utils.set_random_seed(task.get("seed", 0))
+    with precision(task.get("policy")):
+        model = models.MODELS[task["model"]](task["x"].shape[1:])
+        model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    # the step's growth: the peak during training over the resident memory just before it
+    before = current_rss_mb() if reset_peak_rss() else peak_rss_mb()
+    history = model.fit(
+        task["x"],
+        task["y"],
+        batch_size=task["batch_size"],
+        epochs=task.get("epochs", 1),
+        steps_per_epoch=task.get("steps"),
+        verbose=0,
+    )
+    import tensorflow as tf
+
+    gpu_peak = None
+    if tf.config.list_physical_devices("GPU"):
+        gpu_peak = tf.config.experimental.get_memory_info("GPU:0")["peak"] / 2**20
+    peak = peak_rss_mb()
+    return {
+        "history": history.history,
+        "weights": model.get_weights(),
+        "peak_rss_mb": peak,
+        "step_rss_mb": max(0.0, peak - before),
+        "gpu_peak_mb": gpu_peak,
+        "memory_setting": memory_setting,
+    }
+
+
+class ChildDied(RuntimeError):
+    """The child process ended without reporting back (a crash, not an out-of-memory kill)."""
+
+    def __init__(self, message: str, pid: int | None = None, exitcode: int | None = None):
+        super().__init__(message)
+        self.pid, self.exitcode = pid, exitcode
+
+
+class ChildTimeout(TimeoutError):
+    """The child process did not report back in time; it was killed."""
+
+    def __init__(self, message: str, pid: int | None = None):
+        super().__init__(message)
+        self.pid = pid
+
+
+def _child_entry(target, task, connection) -> None:
+    """The child's side of :func:`run_in_child`: run ``target(task)``, send back the result,
+    or the error as one line (the parent raises it)."""
     try:
-        from helpers.logs import import_tensorflow
-
-        import_tensorflow()
-        memory_setting = child_memory_setup(task)
-        import keras
-
-        from helpers import models
-        from helpers.throughput import precision
-
-        keras.utils.set_random_seed(task.get("seed", 0))
-        with precision(task.get("policy")):
-            model = models.MODELS[task["model"]](task["x"].shape[1:])
-            model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
-        before = peak_rss_mb()
-        history = model.fit(
-            task["x"],
-            task["y"],
-            batch_size=task["batch_size"],
-            epochs=task.get("epochs", 1),
-            steps_per_epoch=task.get("steps"),
-            verbose=0,
-        )
-        import tensorflow as tf
-
-        gpu_peak = None
-        if tf.config.list_physical_devices("GPU"):
-            gpu_peak = tf.config.experimental.get_memory_info("GPU:0")["peak"] / 2**20
-        queue.put(
-            {
-                "history": history.history,
-                "weights": model.get_weights(),
-                "peak_rss_mb": peak_rss_mb(),
-                "step_rss_mb": peak_rss_mb() - before,
-                "gpu_peak_mb": gpu_peak,
-                "memory_setting": memory_setting,
-            }
-        )
+        reply = {"result": target(task)}
     except BaseException as error:  # reported to the parent, which raises it
-        queue.put({"error": f"{type(error).__name__}: {error}"})
+        reply = {"error": f"{type(error).__name__}: {error}"}
+    try:
+        connection.send(reply)
+    except Exception as error:  # a result that cannot be pickled, say
+        connection.send({"error": f"{type(error).__name__}: {error}"})
+    connection.close()
+
+
+def _death(pid: int, exitcode: int | None, what: str) -> Exception:
+    """The error for a child that ended without a reply: SIGKILL is the kernel's
+    out-of-memory killer's signal, so it counts as an out-of-memory try."""
+    import signal
+
+    if exitcode is not None and exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = f"signal {-exitcode}"
+        if -exitcode == signal.SIGKILL:
+            error = ChildOutOfMemory(
+                f"the child process ({what}) was killed by SIGKILL without reporting back, "
+                "as the out-of-memory killer does: counted as out of memory"
+            )
+            error.pid = pid
+            return error
+        return ChildDied(
+            f"the child process ({what}) died from {name} without reporting back "
+            f"(exit code {exitcode}): a crash, not an out-of-memory error",
+            pid,
+            exitcode,
+        )
+    return ChildDied(
+        f"the child process ({what}) exited with code {exitcode} without reporting back",
+        pid,
+        exitcode,
+    )
+
+
+def run_in_child(target, task, timeout: float = 600, what: str = "") -> dict:
+    """Run ``target(task)`` in a fresh (spawned) process and return its result, as a dict
+    with the child's ``exit_code`` and ``pid`` added. ``target`` must be importable by name.
+
+    It waits on the reply and on the process itself at once, so a child that dies is noticed
+    the moment it dies: killed by SIGKILL (the out-of-memory killer) it raises
+    :class:`ChildOutOfMemory`; any other death (a segfault, say) :class:`ChildDied`; no reply
+    within ``timeout`` seconds kills the child and raises :class:`ChildTimeout`. An error
+    inside the child comes back as ``RuntimeError("the child process failed: ...")``, or as
+    :class:`ChildOutOfMemory` when it was an out-of-memory error. The child never outlives
+    this call (an interrupt included). Used by: 06_out_of_memory (through train_in_child).
+    """
+    import multiprocessing
+    import time
+    from multiprocessing.connection import wait
+
+    what = what or getattr(target, "__name__", "child")
+    context = multiprocessing.get_context("spawn")
+    reader, writer = context.Pipe(duplex=False)
+    child = context.Process(target=_child_entry, args=(target, task, writer), daemon=True)
+    child.start()
+    writer.close()  # the child holds the only writing end: its death reads as end of file
+    reply = None
+    try:
+        deadline = time.monotonic() + timeout
+        while reply is None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ChildTimeout(
+                    f"the child process ({what}) did not report back within {timeout:g} s; "
+                    "it was killed",
+                    child.pid,
+                )
+            ready = wait([reader, child.sentinel], timeout=left)
+            if reader in ready:
+                try:
+                    reply = reader.recv()
+                except EOFError:  # it died; its exit code says how
+                    break
+            elif child.sentinel in ready and not reader.poll():
+                break
+    finally:
+        reader.close()
+        child.join(timeout=30 if reply is not None else 0.5)
+        if child.is_alive():
+            child.kill()
+            child.join()
+    if reply is None:
+        raise _death(child.pid, child.exitcode, what)
+    if "error" in reply:
+        text = reply["error"]
+        # cuDNN under a tight limit can fail as InternalError "... out of memory"
+        if text.startswith(("ResourceExhaustedError", "MemoryError")) or re.search(
+            r"\bOOM\b|out of memory", text, re.IGNORECASE
+        ):
+            raise ChildOutOfMemory(text)
+        raise RuntimeError(f"the child process failed: {text}")
+    result = reply["result"]
+    if isinstance(result, dict):
+        result = {**result, "exit_code": child.exitcode, "pid": child.pid}
+    return result
 
 
 def train_in_child(
@@ -251,14 +441,12 @@ def train_in_child(
 
     TensorFlow keeps device memory for the life of a process (``clear_session`` frees
     Python-side state, not that), so a child process is how memory really comes back.
-    ``step_rss_mb`` is how much the peak resident memory grew during training.
+    ``step_rss_mb`` is how far resident memory rose during training above where it stood
+    just before (the child's own figure, whatever the parent's size).
     ``gpu_limit_mb`` caps the child's GPU memory (a logical device limit); without it the
-    child's GPU memory grows as needed.
+    child's GPU memory grows as needed. A child killed by the out-of-memory killer raises
+    :class:`ChildOutOfMemory` at once; see :func:`run_in_child`.
     """
-    import multiprocessing
-
-    context = multiprocessing.get_context("spawn")
-    queue = context.Queue()
     task = {
         "model": model,
         "x": x,
@@ -269,24 +457,7 @@ def train_in_child(
         "policy": policy,
         "gpu_limit_mb": int(gpu_limit_mb) if gpu_limit_mb else None,
     }
-    child = context.Process(target=_child_main, args=(task, queue), daemon=True)
-    child.start()
-    try:
-        result = queue.get(timeout=timeout)
-    finally:
-        child.join(timeout=30)
-        if child.is_alive():
-            child.kill()
-    if "error" in result:
-        text = result["error"]
-        # cuDNN under a tight limit can fail as InternalError "... out of memory"
-        if text.startswith(("ResourceExhaustedError", "MemoryError")) or re.search(
-            r"\bOOM\b|out of memory", text, re.IGNORECASE
-        ):
-            raise ChildOutOfMemory(result["error"])
-        raise RuntimeError(f"the child process failed: {result['error']}")
-    result["exit_code"] = child.exitcode
-    return result
+    return run_in_child(_child_main, task, timeout, what=f"training batch {batch_size}")
 
 
 def budget_trial(model: str, x, y, budget_mb: float, steps: int = 2, policy: str | None = None):

@@ -11,10 +11,16 @@ Recovery: worker 0 (the chief) saves a checkpoint every ``checkpoint_every`` ste
 part in a save). When a worker dies, the others would wait for it in the next all-reduce, so
 the launcher stops them all and starts the cluster again; every worker restores the chief's
 newest checkpoint and the data resumes at the same batch. Used by: 07_scale_out_profile.
+
+No worker outlives its launcher: :func:`run_cluster` stops them all (each worker's whole process
+group, with SIGKILL) on any exit, an exception or ``KeyboardInterrupt`` (Jupyter's "interrupt")
+included; an ``atexit`` hook does it when the kernel shuts down; and each worker ends itself
+when the launching process is gone (a kernel killed outright runs no ``atexit``).
 """
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import json
 import os
@@ -22,6 +28,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -31,6 +38,7 @@ DATA_FILE = "data.npz"
 JOB_FILE = "job.json"
 PROGRESS_FILE = "progress.jsonl"
 PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
+LAUNCHER_ENV = "COURSE_LAUNCHER_PID"  # a worker ends itself when this process is gone
 
 
 @dataclasses.dataclass
@@ -178,46 +186,120 @@ def _latest_step(directory: Path) -> int:
     return max(steps, default=0)
 
 
+def _worker_command(job_path: Path, index: int) -> list[str]:
+    """The command line of worker ``index``."""
+    return [sys.executable, "-m", "helpers.multiworker", str(job_path), str(index)]
+
+
+#: the workers of this process that may still run; ended at exit whatever happens
+_LIVE: set = set()
+
+
 def _launch(work: Path, visible: list[str], attempt: int, timeout_s: float, progress):
-    """Start every worker; stop them all as soon as one fails. Returns exit codes and logs."""
+    """Start every worker; stop them all as soon as one fails, and on any exit from here
+    (an exception, ``KeyboardInterrupt``). Returns exit codes and logs."""
     addresses = [f"localhost:{port}" for port in free_ports(len(visible))]
     processes, paths = [], []
-    for index, devices in enumerate(visible):
-        env = {**os.environ, "TF_CONFIG": json.dumps(tf_config(addresses, index))}
-        env["CUDA_VISIBLE_DEVICES"] = devices
-        # the workers import helpers from wherever this process did
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_ROOT, env.get("PYTHONPATH")]))
-        path = work / f"worker{index}_attempt{attempt}.log"
-        paths.append(path)
-        with path.open("w") as log:
-            processes.append(
-                subprocess.Popen(
-                    [sys.executable, "-m", "helpers.multiworker", str(work / JOB_FILE), str(index)],
+    try:
+        for index, devices in enumerate(visible):
+            env = {**os.environ, "TF_CONFIG": json.dumps(tf_config(addresses, index))}
+            env["CUDA_VISIBLE_DEVICES"] = devices
+            env[LAUNCHER_ENV] = str(os.getpid())
+            # the workers import helpers from wherever this process did
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_ROOT, env.get("PYTHONPATH")]))
+            path = work / f"worker{index}_attempt{attempt}.log"
+            paths.append(path)
+            with path.open("w") as log:
+                process = subprocess.Popen(
+                    _worker_command(work / JOB_FILE, index),
                     env=env,
                     stdout=log,
                     stderr=subprocess.STDOUT,
+                    # a group of its own: stopping it stops whatever it started, and the
+                    # notebook's interrupt (SIGINT to the kernel's group) stays with the kernel
+                    start_new_session=os.name == "posix",
                 )
-            )
-    deadline, seen = time.monotonic() + timeout_s, 0
-    while True:
-        codes = [p.poll() for p in processes]
-        seen = _report(work / PROGRESS_FILE, seen, progress)
-        if all(code == 0 for code in codes):
-            break
-        if any(code not in (None, 0) for code in codes) or time.monotonic() > deadline:
-            _stop(processes)  # the others would wait for the dead one in their next all-reduce
-            break
-        time.sleep(0.2)
-    _report(work / PROGRESS_FILE, seen, progress)
-    codes = [p.wait() for p in processes]
+            _LIVE.add(process)
+            processes.append(process)
+        deadline, seen = time.monotonic() + timeout_s, 0
+        while True:
+            codes = [p.poll() for p in processes]
+            seen = _report(work / PROGRESS_FILE, seen, progress)
+            if all(code == 0 for code in codes):
+                break
+            if any(code not in (None, 0) for code in codes) or time.monotonic() > deadline:
+                _stop(processes)  # the others would wait for the dead one in their next all-reduce
+                break
+            time.sleep(0.2)
+        _report(work / PROGRESS_FILE, seen, progress)
+        codes = [p.wait() for p in processes]
+    finally:
+        _stop(processes)  # nothing left running, whatever ended this function
+        for p in processes:
+            p.wait()
+            _LIVE.discard(p)
     return codes, {p.stem: p.read_text() for p in paths}
 
 
 def _stop(processes) -> None:
-    # SIGKILL, not SIGTERM: the strategy takes SIGTERM as a preemption notice and waits
+    """Kill each running worker and its process group at once.
+
+    SIGKILL, not SIGTERM: the strategy takes SIGTERM as a preemption notice and waits."""
     for p in processes:
-        if p.poll() is None:
+        if p.poll() is not None:
+            continue
+        try:
+            if os.name == "posix":
+                os.killpg(p.pid, signal.SIGKILL)  # its group: the worker and what it started
+            else:
+                p.kill()
+        except (ProcessLookupError, PermissionError):
             p.kill()
+
+
+@atexit.register
+def _stop_all() -> None:
+    """At interpreter exit (a kernel shutting down): no worker is left behind."""
+    live = list(_LIVE)
+    _stop(live)
+    for p in live:
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def follow_launcher(interval_s: float = 1.0) -> threading.Thread | None:
+    """In a worker: end this process (SIGKILL) as soon as the process that launched it is
+    gone, for a launcher killed outright (which runs no cleanup). Returns the watching thread,
+    or None when this process was not started by :func:`run_cluster`.
+    Used by: 07_scale_out_profile (each of its workers)."""
+    launcher = os.environ.get(LAUNCHER_ENV)
+    if not launcher:
+        return None
+    launcher_pid = int(launcher)
+
+    def gone() -> bool:
+        if os.getppid() != launcher_pid:  # re-parented: the launcher died
+            return True
+        try:
+            os.kill(launcher_pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            pass
+        return False
+
+    def watch() -> None:
+        while not gone():
+            time.sleep(interval_s)
+        if os.name == "posix" and os.getpgid(0) == os.getpid():  # its own group: all of it
+            os.killpg(os.getpid(), signal.SIGKILL)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    thread = threading.Thread(target=watch, name="follow-launcher", daemon=True)
+    thread.start()
+    return thread
 
 
 def _read_lines(path: Path) -> list[dict]:
@@ -334,6 +416,7 @@ def worker_main(job_path: str, index: int) -> None:
 
 
 if __name__ == "__main__":
+    follow_launcher()
     worker_main(sys.argv[1], int(sys.argv[2]))
 
 

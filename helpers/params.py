@@ -91,6 +91,34 @@ def check(test: Callable[[object], bool], allowed: str) -> Rule:
     return rule
 
 
+def folder(inside: str | None = None) -> Rule:
+    """Allow a work folder that the notebook may empty (:mod:`helpers.workdirs`): a folder name
+    that does not exist yet, is empty, or holds the marker of a folder this course made; never
+    the working folder, one above it, home or ``/``. Returns the name as given.
+
+    ``inside``: the folder the name is taken relative to, and must lie strictly within
+    (04 with ``use_drive``: Drive's ``MyDrive``). Used by: 03, 04, 05, 07.
+    """
+    from pathlib import Path
+
+    from helpers import workdirs
+
+    def rule(name: str, value: object) -> object:
+        if not isinstance(value, str) or not value.strip() or "\0" in value:
+            raise _fail(name, value, "expected a folder name; allowed: " + workdirs.ALLOWED)
+        path = Path(value)
+        if inside is not None:
+            base = Path(inside)
+            path = base / value
+            if base.resolve() not in path.resolve().parents:
+                raise workdirs.refuse(name, value, f"it is not a folder inside {inside}")
+        if (why := workdirs.problem(path)) is not None:
+            raise workdirs.refuse(name, value, why)
+        return value
+
+    return rule
+
+
 def list_of(item: Rule, allowed: str, min_length: int = 1, unique: bool = True) -> Rule:
     """Allow a non-empty list (or tuple) whose items each pass ``item``; ``allowed`` says what."""
 

@@ -55,6 +55,31 @@ def mirrored(devices: list[str], reduce_to_one: bool = False):
     return _MIRRORED[key]
 
 
+_TPU: dict = {}
+
+
+def tpu_strategy(resolver):
+    """Connect to and initialise the TPU system once per process, and keep one
+    ``TPUStrategy`` over it.
+
+    ``initialize_tpu_system`` wipes the TPU's memory: run a second time (a second "Run all"
+    in the same kernel) it would invalidate every variable that already lives there. So the
+    first call initialises and later calls for the same TPU reuse that strategy.
+    Used by: 05 (through choose_strategy).
+    """
+    import tensorflow as tf
+
+    try:
+        key = resolver.master()
+    except Exception:  # a resolver that cannot name its TPU: one per object
+        key = id(resolver)
+    if key not in _TPU:
+        tf.config.experimental_connect_to_cluster(resolver)
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+        _TPU[key] = tf.distribute.TPUStrategy(resolver)
+    return _TPU[key]
+
+
 def split_cpu(count: int) -> int:
     """Split the CPU into ``count`` logical devices; must run before TF's first op.
 
@@ -138,9 +163,7 @@ def choose_strategy(
     if accelerator in ("auto", "tpu"):
         tpu = detect_tpu() if tpu is None else tpu
         if tpu.usable:
-            tf.config.experimental_connect_to_cluster(tpu.resolver)
-            tf.tpu.experimental.initialize_tpu_system(tpu.resolver)
-            strategy = tf.distribute.TPUStrategy(tpu.resolver)
+            strategy = tpu_strategy(tpu.resolver)
             n = strategy.num_replicas_in_sync
             return StrategyChoice(strategy, "tpu", n, f"TPU with {n} cores (TPUStrategy)")
         if accelerator == "tpu":

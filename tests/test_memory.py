@@ -178,3 +178,140 @@ def test_on_a_gpu_the_budget_is_the_childs_limit_and_real_ooms_count(tf, monkeyp
     assert set(limits) == {100}
     memory.budget_trial("mnist_cnn", np.zeros((10, 2)), np.zeros(10), float("inf"))(8)
     assert limits[-1] is None  # no budget: no limit, memory grows as needed
+
+
+# -- dead children, idempotent set-up (issue 14) -------------------------------------------
+
+
+def gone(pid: int) -> bool:
+    """True when no process ``pid`` is left (psutil may not be installed)."""
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    with open(f"/proc/{pid}/stat") as f:  # a zombie is gone too (not yet reaped)
+        return f.read().split(")")[-1].split()[0] == "Z"
+
+
+def test_a_child_killed_by_the_oom_killer_counts_as_out_of_memory_at_once():
+    import signal
+
+    # timeout=300: a parent that waited for the reply instead of the process would end in
+    # ChildTimeout, not in ChildOutOfMemory
+    with pytest.raises(memory.ChildOutOfMemory, match="SIGKILL") as error:
+        memory.run_in_child(signal.raise_signal, signal.SIGKILL, timeout=300)
+    assert gone(error.value.pid)
+
+
+def test_a_crashed_child_is_a_clear_error_not_an_oom():
+    import signal
+
+    with pytest.raises(memory.ChildDied, match="SIGSEGV") as error:
+        memory.run_in_child(signal.raise_signal, signal.SIGSEGV, timeout=300)
+    assert not isinstance(error.value, MemoryError) and error.value.exitcode == -signal.SIGSEGV
+    assert gone(error.value.pid)
+    with pytest.raises(memory.ChildDied, match="exited with code 3") as error:
+        memory.run_in_child(__import__("os")._exit, 3, timeout=300)
+    assert gone(error.value.pid)
+
+
+def test_a_silent_child_is_killed_at_the_timeout():
+    import time
+
+    with pytest.raises(memory.ChildTimeout, match="within 1 s") as error:
+        memory.run_in_child(time.sleep, 120, timeout=1)
+    assert gone(error.value.pid)
+
+
+def test_a_child_reports_its_result_and_exits():
+    result = memory.run_in_child(dict, {"answer": 42})
+    assert result["answer"] == 42 and result["exit_code"] == 0 and gone(result["pid"])
+    with pytest.raises(RuntimeError, match="the child process failed: ValueError"):
+        memory.run_in_child(int, "not a number")
+
+
+def test_the_batch_search_takes_an_oom_killed_child_for_too_big():
+    import signal
+
+    def try_batch(batch):
+        if batch > 16:  # the kernel's OOM killer ends the child: SIGKILL, no report
+            memory.run_in_child(signal.raise_signal, signal.SIGKILL)
+
+    search = memory.find_max_batch(try_batch, start=8, limit=32, margin=1.0, multiple=1)
+    assert search.largest_ok == 16 and search.ooms >= 1
+
+
+def test_a_spawned_childs_peak_memory_is_its_own_not_the_parents():
+    """ru_maxrss of a fork+exec child starts at the parent's size: in a second "Run all" of
+    notebook 06 the parent had grown, and every measurement read 0 MiB."""
+    ballast = np.ones(400 * 2**20 // 8)  # the parent grows by 400 MiB
+    parent = memory.peak_rss_mb()
+    child = memory.run_in_child(_peak_in_child, None)
+    del ballast
+    assert parent > 400 and child["peak"] < parent - 300, (parent, child)
+
+
+def _peak_in_child(_):
+    return {"peak": memory.peak_rss_mb()}
+
+
+class FakeConfig:
+    """``tf.config``'s memory settings, as TensorFlow keeps them, started or not."""
+
+    def __init__(self, started=False, strict=False):
+        self.growth, self.virtual, self.started, self.strict = {}, {}, started, strict
+
+    def get_memory_growth(self, gpu):
+        return self.growth.get(gpu)
+
+    def get_logical_device_configuration(self, gpu):
+        return self.virtual.get(gpu)
+
+    def set_memory_growth(self, gpu, on):
+        if gpu in self.virtual:
+            raise ValueError("Cannot set memory growth on device when virtual devices configured")
+        if self.started and (self.strict or self.growth.get(gpu) != on):
+            raise RuntimeError("Physical devices cannot be modified after being initialized")
+        self.growth[gpu] = on
+
+    def set_logical_device_configuration(self, gpu, devices):
+        if self.started and (self.strict or self.virtual.get(gpu) != devices):
+            raise RuntimeError("Virtual devices cannot be modified after being initialized")
+        self.virtual[gpu] = devices
+
+
+@pytest.fixture
+def fake_config(tf, monkeypatch):
+    fake = FakeConfig()
+    for name in ("get_logical_device_configuration", "set_logical_device_configuration"):
+        monkeypatch.setattr(tf.config, name, getattr(fake, name))
+    for name in ("get_memory_growth", "set_memory_growth"):
+        monkeypatch.setattr(tf.config.experimental, name, getattr(fake, name))
+    return fake
+
+
+@pytest.mark.parametrize("strict", [False, True])  # strict: a TF that refuses even the same
+def test_the_same_gpu_memory_setting_again_is_a_no_op(fake_config, strict):
+    gpus = ["gpu0", "gpu1"]
+    assert memory.configure_gpu_memory(growth=True, gpus=gpus) == "Memory growth on for 2 GPU(s)."
+    fake_config.started, fake_config.strict = True, strict  # TF's first op ran
+    again = memory.configure_gpu_memory(growth=True, gpus=gpus)
+    assert again == "Memory growth already in force for 2 GPU(s)."
+    with pytest.raises(LateConfigurationError, match="Asked for a 512 MiB limit, but memory "
+                       "growth is in force.*Restart the kernel"):
+        memory.configure_gpu_memory(limit_mb=512, gpus=gpus)
+
+
+def test_the_same_gpu_limit_again_is_a_no_op_and_growth_on_it_is_refused(fake_config):
+    assert memory.configure_gpu_memory(limit_mb=256, gpus=["gpu0"]).endswith("256 MiB.")
+    fake_config.started = True
+    assert memory.configure_gpu_memory(limit_mb=256, gpus=["gpu0"]).startswith(
+        "A 256 MiB limit already in force"
+    )
+    with pytest.raises(LateConfigurationError, match="Asked for memory growth, but a 256 MiB"):
+        memory.configure_gpu_memory(growth=True, gpus=["gpu0"])
+    fake_config.started = False  # before the start TF still cannot add growth to a limit
+    with pytest.raises(LateConfigurationError, match="cannot switch"):
+        memory.configure_gpu_memory(growth=True, gpus=["gpu0"])

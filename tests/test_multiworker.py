@@ -1,6 +1,14 @@
 """MultiWorkerMirroredStrategy on local processes: the same training as one worker, and a run
 that survives a killed worker. Each cluster start costs a few seconds of process start-up."""
 
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
 import pytest
 
 from helpers import data, multiworker
@@ -136,3 +144,101 @@ def test_calling_again_on_the_same_folder_resumes_instead_of_starting_over(work)
     again = multiworker.run_cluster(job, folder)  # e.g. the notebook re-run after a disconnect
     assert again.attempts[0].resumed_from == 8 and again.attempts[0].ok
     assert again.losses == first.losses and again.images_per_s > 0
+
+
+# -- no worker outlives its launcher (issue 14) --------------------------------------------
+
+FAKE_WORKER = str(Path(__file__).parent / "scripts" / "fake_worker.py")
+
+
+def gone(pid: int) -> bool:
+    """True when no process ``pid`` is left (psutil may not be installed)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as f:  # a zombie is gone too (only not yet reaped)
+            return f.read().split(")")[-1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def left(pids: list[int], wait_s: float = 60) -> list[int]:
+    """The processes among ``pids`` still there after at most ``wait_s`` (a SIGKILL is sent at
+    once but lands asynchronously, so a killed child can linger for a moment)."""
+    deadline = time.monotonic() + wait_s
+    while any(not gone(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return [pid for pid in pids if not gone(pid)]
+
+
+def recorded_pids(folder: Path, workers: int) -> list[int]:
+    """The workers' process ids and those of their own children, as the fake workers wrote."""
+    return [int(p) for i in range(workers) for p in (folder / f"pids{i}").read_text().split()]
+
+
+@pytest.fixture
+def fake_workers(monkeypatch, tmp_path):
+    """Cheap workers (no TensorFlow) that wait forever; a folder with data for them."""
+    command = [sys.executable, FAKE_WORKER]
+    monkeypatch.setattr(multiworker, "_worker_command", lambda job, i: [*command, str(job), str(i)])
+    multiworker.write_data(tmp_path, np.zeros((4, 2)), np.zeros(4))
+    return tmp_path
+
+
+@pytest.mark.parametrize("error", [KeyboardInterrupt, RuntimeError])
+def test_an_interrupted_cluster_leaves_no_process_behind(fake_workers, error):
+    def interrupt(attempt, step, loss):  # as Jupyter's "interrupt" arrives while it waits
+        raise error("stopped by the learner")
+
+    with pytest.raises(error, match="stopped by the learner"):
+        multiworker.run_cluster(multiworker.Job(workers=2), fake_workers, progress=interrupt)
+    pids = recorded_pids(fake_workers, 2)
+    assert len(pids) == 4 and not left(pids)  # the workers, and the children they started
+    assert not multiworker._LIVE
+
+
+LAUNCHER = """
+import os, sys, time, threading
+from pathlib import Path
+import numpy as np
+from helpers import multiworker
+folder, fake, how = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+multiworker._worker_command = lambda job, i: [sys.executable, fake, str(job), str(i)]
+multiworker.write_data(folder, np.zeros((4, 2)), np.zeros(4))
+run = lambda: multiworker.run_cluster(multiworker.Job(workers=2), folder)
+if how == "exit":  # the kernel shuts down while a cell still runs the cluster
+    os.environ["FAKE_WORKER_ALONE"] = "1"  # the workers do not watch: atexit must end them
+    threading.Thread(target=run, daemon=True).start()
+    while not (folder / "pids1").exists() or not (folder / "pids0").exists():
+        time.sleep(0.05)
+    sys.exit(0)
+run()  # "kill": the test kills this process outright
+"""
+
+
+@pytest.mark.parametrize("how", ["exit", "kill"])
+def test_workers_end_when_their_launcher_ends(tmp_path, how):
+    """At interpreter exit (atexit), and even when the launcher is killed outright (SIGKILL,
+    no cleanup runs): then each worker notices its launcher is gone and ends its group."""
+    env = {**os.environ, "PYTHONPATH": multiworker.PACKAGE_ROOT}
+    launcher = subprocess.Popen(
+        [sys.executable, "-c", LAUNCHER, str(tmp_path), FAKE_WORKER, how], env=env
+    )
+    try:
+        deadline = time.monotonic() + 120  # waits for the workers to start; no speed asserted
+        while not all((tmp_path / f"pids{i}").exists() for i in range(2)):
+            assert launcher.poll() is None or how == "exit", "the launcher died early"
+            assert time.monotonic() < deadline, "the fake workers never started"
+            time.sleep(0.05)
+        pids = recorded_pids(tmp_path, 2)
+        if how == "kill":
+            launcher.kill()
+        assert launcher.wait(timeout=60) in (0, -signal.SIGKILL)
+        assert not left(pids)
+    finally:
+        launcher.kill()
+        for pid in recorded_pids(tmp_path, 2) if (tmp_path / "pids1").exists() else []:
+            if not gone(pid):
+                os.kill(pid, signal.SIGKILL)

@@ -1,12 +1,16 @@
-"""The notebook-execution suite: every notebook runs headlessly with small parameters,
-and every invalid parameter value stops it in its validation cell with one clear line.
+"""The notebook-execution suite: every notebook runs headlessly with small parameters, twice
+in the same kernel (a learner's second "Run all"), and every invalid parameter value stops it
+in its validation cell with one clear line.
 
 Invalid values: the first of each notebook runs through papermill end to end; all of them run
-through the validation cell in one kernel per notebook (a kernel start costs seconds).
-The executed copies land in build/test/executed, where the nbval stage re-runs them.
+through the validation cell in one kernel per notebook (a kernel start costs seconds), and so
+does a folder holding a user's file, passed as each folder parameter: it must be refused and the
+file must survive. The executed copies (the second run's outputs) land in build/test/executed,
+where the nbval stage re-runs them in fresh kernels.
 """
 
 import json
+import re
 
 import pytest
 
@@ -35,10 +39,22 @@ def validation_cell_id(path) -> str:
     return cells[tagged[0] + 1]["id"]
 
 
+def folder_parameters(path) -> list[str]:
+    """The parameters validated with ``helpers.params.folder``: work folders it may empty."""
+    cells = json.loads(path.read_text())["cells"]
+    tagged = [i for i, c in enumerate(cells) if "parameters" in c["metadata"].get("tags", [])]
+    return re.findall(r"(\w+)=\(\1, folder\(", "".join(cells[tagged[0] + 1]["source"]))
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
-def test_notebook_runs_with_test_parameters(path):
-    result = run_notebooks.execute(path, BUILD, course.parameters_for(path.stem, "test"))
-    assert result.status == "passed", f"cell {result.error_cell}: {result.error}"
+def test_notebook_runs_twice_in_one_kernel_with_test_parameters(path):
+    """All cells, then all cells again in the same kernel: set-up that is not idempotent
+    (memory settings, strategies, a TPU initialised twice, folders) fails the second run."""
+    params = course.parameters_for(path.stem, "test")
+    result = run_notebooks.execute(path, BUILD, params, passes=2)
+    assert result.status == "passed", (
+        f"run {result.failed_pass} of 2, cell {result.error_cell}: {result.error}"
+    )
     assert result.device != "not stated", "the notebook must say which device ran it"
 
 
@@ -60,11 +76,18 @@ def test_invalid_parameter_fails_in_the_validation_cell_with_one_line(path, name
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_every_invalid_value_is_refused_by_the_validation_cell(path, tmp_path):
-    cases = [(None, None), *INVALID[path]]  # the control: the test parameters pass
-    results = run_notebooks.validate_in_one_kernel(
-        path, cases, course.parameters_for(path.stem, "test"), tmp_path
-    )
+    params = course.parameters_for(path.stem, "test")
+    users = tmp_path / "my_project"  # a learner's own folder, passed as a work folder
+    users.mkdir()
+    (users / "thesis.tex").write_text("months of work")
+    resumes = any(name == "fresh_start" for name, _ in INVALID[path])  # 04: also when asked
+    extras = [{}, {"fresh_start": True}] if resumes else [{}]  # to start afresh
+    folders = [(name, str(users), extra) for name in folder_parameters(path) for extra in extras]
+    cases = [(None, None), *INVALID[path], *folders]  # the control: the test parameters pass
+    results = run_notebooks.validate_in_one_kernel(path, cases, params, tmp_path)
     assert results[0].error == "", f"the test parameters must pass: {results[0].error}"
+    assert [p.name for p in users.iterdir()] == ["thesis.tex"], "the user's folder was touched"
+    assert (users / "thesis.tex").read_text() == "months of work"
     wrong = [
         f"{r.name}={r.value!r}: {r.error or 'accepted'}"
         for r in results[1:]

@@ -84,3 +84,34 @@ def test_splitting_after_start_gives_a_clear_message():
     """)
     assert done.returncode == 0, done.stderr
     assert "cannot be split into 4 now" in done.stdout and "Restart the kernel" in done.stdout
+
+
+def test_the_tpu_system_is_initialised_once_per_process(tf, monkeypatch):
+    """A second "Run all" must not run initialize_tpu_system again: that wipes the TPU's
+    memory, and with it every variable the first run made."""
+    calls = []
+
+    class FakeResolver:
+        def master(self):
+            return "grpc://fake-tpu:8470"
+
+    class FakeTPUStrategy:
+        num_replicas_in_sync = 8
+
+        def __init__(self, resolver):
+            calls.append("strategy")
+
+    monkeypatch.setattr(strategy, "_TPU", {})
+    monkeypatch.setattr(
+        tf.config, "experimental_connect_to_cluster", lambda r: calls.append("connect")
+    )
+    monkeypatch.setattr(
+        tf.tpu.experimental, "initialize_tpu_system", lambda r: calls.append("initialise")
+    )
+    monkeypatch.setattr(tf.distribute, "TPUStrategy", FakeTPUStrategy)
+    tpu = TPUStatus(True, FakeResolver())
+    first = strategy.choose_strategy("auto", tpu=tpu, gpus=[])
+    again = strategy.choose_strategy("tpu", tpu=TPUStatus(True, FakeResolver()), gpus=[])
+    assert first.kind == again.kind == "tpu" and again.replicas == 8
+    assert again.strategy is first.strategy  # the variables made under it stay valid
+    assert calls == ["connect", "initialise", "strategy"]

@@ -4,7 +4,9 @@
 
 Each notebook runs into ``<build>/executed/``, its HTML goes to ``<build>/html/``
 and the files it writes to ``<build>/work/<name>/``. One failing notebook does
-not stop the others; the exit status is 1 if any failed.
+not stop the others; the exit status is 1 if any failed. ``--twice`` runs each
+notebook's cells twice in the same kernel, as a learner's second "Run all" does
+(the executed copy holds the second run's outputs).
 """
 
 from __future__ import annotations
@@ -28,6 +30,48 @@ class RunResult:
     executed: Path
     error: str = ""
     error_cell: str | None = None  # the failing cell's id, as in the stored notebook
+    passes: int = 1  # runs of all its cells in one kernel (2: the second "Run all" too)
+    failed_pass: int | None = None  # which of them failed
+
+
+PASS_KEY = "course_pass"  # notebook metadata: the pass under way, or the one that failed
+ENGINE = "course_repeat"  # the papermill engine that runs every cell ``passes`` times
+
+
+def _register_engine() -> None:
+    """A papermill engine that runs all cells ``passes`` times in one kernel (stopping at
+    the first failure), so that "Run all" twice is tested on the same execution."""
+    from papermill.clientwrap import PapermillNotebookClient
+    from papermill.engines import NBClientEngine, papermill_engines
+    from papermill.log import logger
+    from papermill.utils import merge_kwargs, remove_args
+    from traitlets import Integer
+
+    class RepeatingClient(PapermillNotebookClient):
+        passes = Integer(1).tag(config=True)
+
+        def papermill_execute_cells(self):
+            for number in range(1, self.passes + 1):
+                self.nb.metadata[PASS_KEY] = number
+                super().papermill_execute_cells()
+                if self.nb.metadata.papermill.get("exception"):
+                    break
+
+    class RepeatingEngine(NBClientEngine):
+        @classmethod
+        def execute_managed_notebook(
+            cls, nb_man, kernel_name, log_output=False, stdout_file=None, stderr_file=None,
+            start_timeout=60, execution_timeout=None, passes=1, **kwargs,
+        ):
+            kwargs = remove_args(["input_path", "timeout", "startup_timeout"], **kwargs)
+            final = merge_kwargs(
+                kwargs, timeout=execution_timeout, startup_timeout=start_timeout,
+                kernel_name=kernel_name, log=logger, log_output=log_output,
+                stdout_file=stdout_file, stderr_file=stderr_file,
+            )
+            return RepeatingClient(nb_man, passes=passes, **final).execute()
+
+    papermill_engines.register(ENGINE, RepeatingEngine)
 
 
 def device_of(nb) -> str:
@@ -49,10 +93,17 @@ def first_error(nb) -> tuple[str | None, str]:
     return None, ""
 
 
-def execute(path: Path, build: Path, parameters: dict, timeout: int = 1800) -> RunResult:
-    """Run one notebook with papermill; never raises for a failing notebook."""
+def execute(
+    path: Path, build: Path, parameters: dict, timeout: int = 1800, passes: int = 1
+) -> RunResult:
+    """Run one notebook with papermill; never raises for a failing notebook.
+
+    ``passes=2`` runs all its cells a second time in the same kernel once the first run
+    passed: what a learner's second "Run all" does."""
     import nbformat
     import papermill
+
+    _register_engine()
 
     executed = build / "executed" / path.name
     workdir = build / "work" / path.stem
@@ -70,6 +121,8 @@ def execute(path: Path, build: Path, parameters: dict, timeout: int = 1800) -> R
             execution_timeout=timeout,
             # the kernel's own start-up notices (e.g. "running over TCP") are not the lesson
             extra_arguments=["--IPKernelApp.log_level=ERROR"],
+            engine_name=ENGINE,
+            passes=passes,
         )
         status = "passed"
     except papermill.PapermillExecutionError:
@@ -77,7 +130,10 @@ def execute(path: Path, build: Path, parameters: dict, timeout: int = 1800) -> R
     seconds = time.perf_counter() - start
     nb = nbformat.read(executed, as_version=4)
     cell, error = first_error(nb)
-    return RunResult(path.stem, status, seconds, device_of(nb), executed, error, cell)
+    failed = nb.metadata.get(PASS_KEY) if status == "failed" else None
+    return RunResult(
+        path.stem, status, seconds, device_of(nb), executed, error, cell, passes, failed
+    )
 
 
 @dataclass
@@ -94,7 +150,9 @@ def validate_in_one_kernel(
     """Run the validation cell of ``path`` once per ``(name, value)`` in ``cases``, all in one
     kernel: the setup cells once, then for each case the ``parameters`` cell, ``parameters``
     with that one value changed (assigned as papermill injects them), and the validation cell.
-    A case named ``None`` changes nothing (a control that must pass).
+    A case named ``None`` changes nothing (a control that must pass). A case may carry a third
+    item, a dict of other parameters changed with it (04's ``fresh_start=True`` beside a
+    ``run_dir``).
 
     Each kernel start imports TensorFlow (seconds), so this checks many invalid values for
     the price of one run; :func:`execute` still proves the whole papermill path."""
@@ -126,10 +184,10 @@ def validate_in_one_kernel(
             if error := run(source):
                 raise RuntimeError(f"{path.name}: a setup cell failed: {error['evalue']}")
         results = []
-        for name, value in cases:
+        for name, value, *extra in cases:
+            changed = {**(extra[0] if extra else {}), **({name: value} if name else {})}
             injected = translate_parameters(
-                "python", "python3", {**parameters, **({name: value} if name else {})},
-                "Injected parameters",
+                "python", "python3", {**parameters, **changed}, "Injected parameters"
             )
             if error := run(defaults + "\n" + injected):
                 raise RuntimeError(f"{path.name}: the parameters cell failed: {error['evalue']}")
@@ -165,7 +223,8 @@ def summary(results: list[RunResult], root: Path) -> str:
     text = repr(Table(rows, ["notebook", "status", "seconds", "device", "outputs"]))
     for r in results:
         if r.error:
-            text += f"\n{r.notebook}: cell {r.error_cell}: {r.error}"
+            run = f" (run {r.failed_pass} of {r.passes})" if r.passes > 1 else ""
+            text += f"\n{r.notebook}: cell {r.error_cell}{run}: {r.error}"
     return text + f"\nnotebooks: {passed} passed, {len(results) - passed} failed"
 
 
@@ -173,6 +232,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", default="quick", help="quick (default), test or full")
     parser.add_argument("--build", type=Path, default=BUILD)
+    parser.add_argument(
+        "--twice", action="store_true", help="run each notebook's cells twice in one kernel"
+    )
     parser.add_argument("names", nargs="*", help="notebook names (stems); default: all")
     args = parser.parse_args(argv)
     paths = [p for p in notebook_paths() if not args.names or p.stem in args.names]
@@ -185,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"running {path.name} ({args.profile}: {params or 'notebook defaults'}) ...", flush=True
         )
-        result = execute(path, args.build, params)
+        result = execute(path, args.build, params, passes=2 if args.twice else 1)
         render_html(result.executed, args.build / "html")
         print(f"  {result.status} in {result.seconds:.1f} s on {result.device}", flush=True)
         results.append(result)

@@ -1,0 +1,107 @@
+"""Work folders a notebook may empty: only the ones it made itself.
+
+A notebook that writes files (TFRecords, checkpoints, traces) gets its folder from
+:func:`prepare`. A folder it creates holds a marker file, :data:`MARKER`; only a folder with
+that marker is ever emptied. A folder that exists, holds files and has no marker belongs to
+someone else: the notebook refuses it with one line (a :class:`~helpers.params.ParameterError`
+naming the parameter, its value and what is allowed) and deletes nothing. Neither is the
+working folder, one above it, the home folder or ``/`` ever used: ``work_dir="."`` or
+``".."`` would otherwise be emptied whole. :func:`helpers.params.folder` applies the same
+checks in the validation cell, so a bad folder stops the notebook before any work.
+
+Every default work folder lives under one root, :data:`ROOT` (``course_runs/``, ignored by
+git), so running a notebook in place leaves ``git status`` clean.
+Used by: 03_tfdata_pipelines, 04_dcgan, 05_tpu_distribute, 07_scale_out_profile.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+ROOT = "course_runs"
+COLAB_DRIVE = "/content/drive/MyDrive"  # where 04's run_dir goes with use_drive=True
+MARKER = ".course_work_folder"
+MARKER_TEXT = (
+    "This folder was made by a notebook of the Fast TensorFlow Training course.\n"
+    "The notebook empties it when it runs again (fresh_start in 04_dcgan). Delete this file\n"
+    "and no notebook will ever empty this folder again.\n"
+)
+
+
+def default(name: str) -> str:
+    """The default work folder of a notebook: ``course_runs/<name>``."""
+    return f"{ROOT}/{name}"
+
+
+def protected(path: Path, cwd: Path | None = None) -> str | None:
+    """Why ``path`` may never be a work folder (the working folder, one above it, the home
+    folder, the file-system root), or None. ``path`` is resolved first."""
+    path = Path(path).resolve()
+    cwd = Path(cwd or os.getcwd()).resolve()
+    if path == cwd:
+        return "it is the working folder itself"
+    if path in cwd.parents:
+        return "it is a folder above the working folder"
+    if path == Path.home().resolve():
+        return "it is the home folder"
+    if path == Path(path.anchor):
+        return "it is the root of the file system"
+    return None
+
+
+def is_marked(path: Path) -> bool:
+    """True when a notebook of this course made ``path`` (it holds the marker file)."""
+    return (Path(path) / MARKER).is_file()
+
+
+def problem(path, cwd: Path | None = None) -> str | None:
+    """Why a notebook must not use (and empty) ``path``, as a clause; None when it may.
+
+    Allowed: a folder that does not exist yet, an empty folder, or one this course made (it
+    holds :data:`MARKER`), never the working folder, one above it, home or ``/``."""
+    path = Path(path)
+    if (why := protected(path, cwd)) is not None:
+        return why
+    if path.exists() and not path.is_dir():
+        return "it is a file, not a folder"
+    if path.is_dir() and not is_marked(path) and any(path.iterdir()):
+        return f"it holds files and no {MARKER} marker (no notebook of this course made it)"
+    return None
+
+
+ALLOWED = (
+    f"a new or empty folder, or one a notebook of this course made (it holds {MARKER}), not the "
+    f"working folder or one above it; e.g. {default('my_run')!r}"
+)
+
+
+def refuse(name: str, value, why: str):
+    """The one-line error for folder parameter ``name``."""
+    from helpers.params import ParameterError
+
+    return ParameterError(f"Invalid parameter {name}={value!r}: {why}; allowed: {ALLOWED}.")
+
+
+def prepare(path, name: str = "work_dir", fresh: bool = True) -> Path:
+    """Make ``path`` ready for a notebook's files and return it.
+
+    A missing folder is created, with the marker; an empty one gets the marker. With
+    ``fresh`` (the default) a marked folder is emptied first (the marker stays); without it,
+    what is there is kept (04 resumes from it). A folder that holds files but no marker, or a
+    protected one, raises :class:`~helpers.params.ParameterError` for parameter ``name`` and
+    nothing is deleted. Used by: 03, 04, 05, 07.
+    """
+    path = Path(path)
+    if (why := problem(path)) is not None:
+        raise refuse(name, str(path), why)
+    if path.is_dir() and is_marked(path) and fresh:
+        for entry in path.iterdir():
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+    path.mkdir(parents=True, exist_ok=True)
+    (path / MARKER).write_text(MARKER_TEXT)
+    return path

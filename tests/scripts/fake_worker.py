@@ -1,0 +1,33 @@
+"""A stand-in for a helpers.multiworker worker; used by tests/test_multiworker.py.
+
+    python fake_worker.py JOB_FILE INDEX
+
+It follows its launcher (as a real worker does), starts a child of its own, writes both
+process ids to ``pids<INDEX>`` beside the job file; the chief (index 0) then reports one step
+once every worker has done so. Then it waits, until it is stopped.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from helpers.multiworker import PROGRESS_FILE, follow_launcher
+
+job_path, index = Path(sys.argv[1]), int(sys.argv[2])
+if not os.environ.get("FAKE_WORKER_ALONE"):  # set: only the launcher's own cleanup can end it
+    follow_launcher(interval_s=0.1)
+work = job_path.parent
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+(work / f"pids{index}.tmp").write_text(f"{os.getpid()} {child.pid}")
+(work / f"pids{index}.tmp").rename(work / f"pids{index}")
+if index == 0:
+    workers = json.loads(job_path.read_text())["workers"]
+    while not all((work / f"pids{i}").exists() for i in range(workers)):
+        time.sleep(0.05)
+    record = {"attempt": 0, "step": 1, "loss": 1.0, "seconds": 0.1}
+    with open(work / PROGRESS_FILE, "a") as f:
+        f.write(json.dumps(record) + "\n")
+time.sleep(600)

@@ -1,0 +1,140 @@
+"""Work folders: a notebook empties only a folder it made, and its defaults are git-ignored."""
+
+import ast
+import json
+import shutil
+import subprocess
+
+import pytest
+
+from helpers import workdirs
+from helpers.params import ParameterError, folder
+from tools import course
+
+
+@pytest.fixture
+def users(tmp_path):
+    """A learner's own folder, with their work in it."""
+    path = tmp_path / "my_project"
+    path.mkdir()
+    (path / "thesis.tex").write_text("months of work")
+    return path
+
+
+def test_a_new_folder_is_made_marked_and_emptied_on_the_next_run(tmp_path):
+    work = workdirs.prepare(tmp_path / "runs" / "a")
+    assert workdirs.is_marked(work) and [p.name for p in work.iterdir()] == [workdirs.MARKER]
+    (work / "records").mkdir()
+    (work / "records" / "part-0").write_text("data")
+    (work / "log.txt").write_text("old")
+    again = workdirs.prepare(work)  # the notebook runs again: its own folder is emptied
+    assert again == work and [p.name for p in work.iterdir()] == [workdirs.MARKER]
+
+
+def test_without_fresh_a_marked_folder_is_kept_for_resuming(tmp_path):
+    run = workdirs.prepare(tmp_path / "run", "run_dir", fresh=False)
+    (run / "ckpt-1.index").write_text("checkpoint")
+    assert workdirs.prepare(run, "run_dir", fresh=False) == run
+    assert (run / "ckpt-1.index").read_text() == "checkpoint"
+    workdirs.prepare(run, "run_dir", fresh=True)  # fresh_start: only now it is emptied
+    assert not (run / "ckpt-1.index").exists()
+
+
+def test_an_empty_folder_is_taken_and_marked(tmp_path):
+    (tmp_path / "empty").mkdir()
+    assert workdirs.is_marked(workdirs.prepare(tmp_path / "empty"))
+
+
+@pytest.mark.parametrize("fresh", [True, False])
+def test_a_users_folder_is_refused_and_survives(users, fresh):
+    with pytest.raises(ParameterError) as error:
+        workdirs.prepare(users, "run_dir", fresh=fresh)
+    message = str(error.value)
+    assert message.startswith(f"Invalid parameter run_dir={str(users)!r}: it holds files and no ")
+    assert "allowed: a new or empty folder" in message and "\n" not in message
+    assert [p.name for p in users.iterdir()] == ["thesis.tex"]
+
+
+@pytest.mark.parametrize("value", [".", "..", "~", "/"])
+def test_the_working_folder_those_above_it_home_and_root_are_never_used(
+    value, tmp_path, monkeypatch
+):
+    inner = tmp_path / "course" / "notebooks"
+    inner.mkdir(parents=True)
+    monkeypatch.chdir(inner)
+    monkeypatch.setenv("HOME", str(tmp_path / "course"))
+    path = workdirs.Path(value).expanduser()
+    assert workdirs.problem(path) is not None
+    marker = path / workdirs.MARKER
+    if value in (".", "..", "~"):
+        marker.write_text("a marker does not make the working folder safe to empty")
+    with pytest.raises(ParameterError, match="working folder|home|root"):
+        workdirs.prepare(path)
+    assert inner.exists()
+
+
+def test_a_marked_folder_is_emptied_without_following_links(tmp_path, users):
+    work = workdirs.prepare(tmp_path / "work")
+    (work / "link").symlink_to(users, target_is_directory=True)
+    workdirs.prepare(work)
+    assert (users / "thesis.tex").exists() and not (work / "link").exists()
+
+
+def test_the_folder_rule_refuses_in_the_validation_cell(users, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    rule = folder()
+    assert rule("work_dir", "course_runs/x") == "course_runs/x"  # new: fine
+    for value in ("", "  ", 3, None, ".", "..", str(users)):
+        with pytest.raises(ParameterError, match=r"^Invalid parameter work_dir=") as error:
+            rule("work_dir", value)
+        assert "\n" not in str(error.value)
+    shutil.rmtree(users)
+    assert rule("work_dir", str(users)) == str(users)  # gone: it may be made afresh
+
+
+def test_inside_drive_the_folder_must_be_below_mydrive(tmp_path):
+    drive = tmp_path / "MyDrive"
+    (drive / "papers").mkdir(parents=True)
+    (drive / "papers" / "draft.doc").write_text("mine")
+    rule = folder(inside=str(drive))
+    assert rule("run_dir", "course_runs/dcgan_run") == "course_runs/dcgan_run"
+    for value in (".", "..", "papers", "a/../.."):
+        with pytest.raises(ParameterError, match=r"^Invalid parameter run_dir="):
+            rule("run_dir", value)
+    assert (drive / "papers" / "draft.doc").exists()
+
+
+def defaults(path) -> dict:
+    """The default values of a notebook's parameters cell."""
+    cells = json.loads(path.read_text())["cells"]
+    cell = next(c for c in cells if "parameters" in c["metadata"].get("tags", []))
+    tree = ast.parse("".join(cell["source"]))
+    return {n.targets[0].id: ast.literal_eval(n.value) for n in tree.body}
+
+
+def tags(cell) -> list:
+    return cell["metadata"].get("tags", [])
+
+
+FOLDER_DEFAULTS = {"03": "work_dir", "04": "run_dir", "05": "work_dir", "07": "work_dir"}
+
+
+def test_every_default_work_folder_lives_under_the_one_ignored_root():
+    """So a notebook run in place (cwd = notebooks/) leaves `git status` clean."""
+    seen = {}
+    for path in course.notebook_paths():
+        name = FOLDER_DEFAULTS.get(path.stem[:2])
+        if name:
+            seen[path.stem] = value = defaults(path)[name]
+            assert value.startswith(workdirs.ROOT + "/"), (path.stem, value)
+            cells = json.loads(path.read_text())["cells"]
+            tagged = next(i for i, c in enumerate(cells) if "parameters" in tags(c))
+            validation = "".join(cells[tagged + 1]["source"])
+            assert f"{name}=({name}, folder(" in validation, "validated with params.folder"
+    assert len(seen) == 4
+    if shutil.which("git") is None or not (course.ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    for value in seen.values():
+        probe = f"notebooks/{value}/{workdirs.MARKER}"
+        done = subprocess.run(["git", "check-ignore", "-q", probe], cwd=course.ROOT)
+        assert done.returncode == 0, f"{probe} is not ignored by git"
