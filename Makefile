@@ -11,7 +11,7 @@ PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider
 # The tests never reach for the network: data sets fall back to bundled data.
 TEST_ENV := COURSE_OFFLINE=1 MPLBACKEND=Agg
 
-.PHONY: help venv run bench test lint check-notebooks unit notebooks nbval clean-notebooks \
+.PHONY: help venv run bench test lint check-notebooks unit notebooks nbval clean-notebooks lessons \
         set-repo clean
 
 help:
@@ -19,6 +19,7 @@ help:
 	@echo "make test                      lint, notebook checks, unit tests, notebook runs, nbval"
 	@echo "make bench                     run the benchmarks into build/bench/results.{json,md}"
 	@echo "make clean-notebooks           strip outputs, normalise metadata and URLs"
+	@echo "make lessons                   copy the notebooks' #@save cells into helpers/lessons"
 	@echo "make set-repo REPO=owner/name [BRANCH=main]  point badges and installs elsewhere"
 
 $(STAMP): requirements.txt pyproject.toml
@@ -50,6 +51,7 @@ lint: $(STAMP)
 check-notebooks: $(STAMP)
 	$(BIN)/python -m tools.nbclean --check
 	$(BIN)/python -m tools.nbcheck
+	$(BIN)/python -m tools.lessons --check
 
 unit: $(STAMP)
 	$(TEST_ENV) $(PYTEST) -n 2 -m "not notebooks"
@@ -63,6 +65,10 @@ notebooks: $(STAMP)
 # Re-executes the parameterised copies; cells marked NBVAL_CHECK_OUTPUT must match.
 nbval: $(STAMP)
 	$(TEST_ENV) $(PYTEST) -n 2 --dist loadfile --nbval-lax $(TEST_BUILD)/executed/*.ipynb
+
+# Copies every notebook's #@save cells into helpers/lessons/ (one source: see README).
+lessons: $(STAMP)
+	$(BIN)/python -m tools.lessons
 
 clean-notebooks: $(STAMP)
 	$(BIN)/python -m tools.nbclean
