@@ -12,7 +12,7 @@ PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider
 TEST_ENV := COURSE_OFFLINE=1 MPLBACKEND=Agg
 
 .PHONY: help venv run bench test lint check-notebooks unit notebooks nbval clean-notebooks \
-        set-repo clean gpu-check
+        lessons set-repo clean gpu-check
 
 help:
 	@echo "make run [PROFILE=quick|full]  execute every notebook into build/ and print a summary"
@@ -21,6 +21,7 @@ help:
 	@echo "make gpu-check                 the course on an NVIDIA GPU (CUDA TF in .venv-gpu) into"
 	@echo "                               build/gpu-check/report.md; the CPU-safe parts without one"
 	@echo "make clean-notebooks           strip outputs, normalise metadata and URLs"
+	@echo "make lessons                   copy the notebooks' #@save cells into helpers/lessons"
 	@echo "make set-repo REPO=owner/name [BRANCH=main]  point badges and installs elsewhere"
 
 $(STAMP): requirements.txt pyproject.toml
@@ -57,6 +58,7 @@ lint: $(STAMP)
 check-notebooks: $(STAMP)
 	$(BIN)/python -m tools.nbclean --check
 	$(BIN)/python -m tools.nbcheck
+	$(BIN)/python -m tools.lessons --check
 
 unit: $(STAMP)
 	$(TEST_ENV) $(PYTEST) -n 2 -m "not notebooks"
@@ -70,6 +72,10 @@ notebooks: $(STAMP)
 # Re-executes the parameterised copies; cells marked NBVAL_CHECK_OUTPUT must match.
 nbval: $(STAMP)
 	$(TEST_ENV) $(PYTEST) -n 2 --dist loadfile --nbval-lax $(TEST_BUILD)/executed/*.ipynb
+
+# Copies every notebook's #@save cells into helpers/lessons/ (one source: see README).
+lessons: $(STAMP)
+	$(BIN)/python -m tools.lessons
 
 clean-notebooks: $(STAMP)
 	$(BIN)/python -m tools.nbclean
