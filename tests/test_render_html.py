@@ -44,3 +44,17 @@ def test_an_output_with_its_own_html_is_left_alone():
     nb.cells[1].outputs[0].data["text/html"] = "<p>mine</p>"
     assert run_notebooks.gif_outputs_as_html(nb).cells[1].outputs[0].data["text/html"] == (
         "<p>mine</p>")
+
+
+def test_figures_are_outputs_even_under_the_agg_backend(tmp_path, monkeypatch):
+    monkeypatch.setenv("MPLBACKEND", "Agg")  # as `make test` sets it
+    source = tmp_path / "09_plot.ipynb"
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "import matplotlib.pyplot as plt\nfigure, ax = plt.subplots()\nax.plot([0, 1])")])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    nbformat.write(nb, source)
+    result = run_notebooks.execute(source, tmp_path / "build", {})
+    assert result.status == "passed", result.error
+    outputs = nbformat.read(result.executed, as_version=4).cells[0].outputs
+    assert any("image/png" in o.get("data", {}) for o in outputs), outputs

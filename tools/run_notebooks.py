@@ -68,8 +68,9 @@ def execute(path: Path, build: Path, parameters: dict, timeout: int = 1800) -> R
             cwd=str(workdir),
             progress_bar=False,
             execution_timeout=timeout,
-            # the kernel's own start-up notices (e.g. "running over TCP") are not the lesson
-            extra_arguments=["--IPKernelApp.log_level=ERROR"],
+            # the kernel's own start-up notices (e.g. "running over TCP") are not the lesson;
+            # figures are outputs, as in Jupyter, even where MPLBACKEND=Agg (as in the tests)
+            extra_arguments=["--IPKernelApp.log_level=ERROR", "--matplotlib=inline"],
         )
         status = "passed"
     except papermill.PapermillExecutionError:
