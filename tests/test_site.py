@@ -56,11 +56,16 @@ def test_slugs_are_the_sites_heading_anchors(heading, anchor):
 
 
 def test_a_missing_executed_notebook_is_one_line_with_the_fix(tmp_path):
+    first, second = course.notebook_paths()[:2]
+    (tmp_path / "executed").mkdir()
+    (tmp_path / "executed" / first.name).write_text(first.read_text())
     with pytest.raises(site.SiteError) as error:
-        site.stage(tmp_path / "executed", tmp_path / "src", course.notebook_paths()[:2])
+        site.stage(tmp_path / "executed", tmp_path / "src", [first, second])
     message = str(error.value)
     assert "\n" not in message and "`make run`" in message
-    assert course.notebook_paths()[0].name in message
+    assert second.name in message and first.name not in message
+    with pytest.raises(site.SiteError, match="has no executed notebooks: run `make run`"):
+        site.stage(tmp_path / "nothing", tmp_path / "src", [first, second])
 
 
 def test_staging_keeps_the_repository_layout_and_reports_failed_runs(tmp_path):

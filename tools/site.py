@@ -97,8 +97,9 @@ def stage(executed: Path, source: Path, notebooks: list[Path] | None = None) -> 
 
     notebooks = notebook_paths() if notebooks is None else notebooks
     if missing := missing_notebooks(executed, notebooks):
+        which = "notebooks" if len(missing) == len(notebooks) else ", ".join(missing)
         raise SiteError(
-            f"{executed} has no executed {', '.join(missing)}: run `make run` first "
+            f"{executed} has no executed {which}: run `make run` first "
             f"(or `make site EXECUTED={BUILD.name}/test/executed` after `make test`)"
         )
     repo = settings()
