@@ -50,7 +50,10 @@ def fail_or_skip(reason: str):
 
 @pytest.fixture(scope="module")
 def site() -> Path:
-    folder = Path(os.environ.get("COURSE_SITE", course.BUILD / "site"))
+    if "COURSE_SITE" not in os.environ:
+        fail_or_skip("$COURSE_SITE names no built site: `make site-test` sets it "
+                     "(or COURSE_SITE=build/site after `make site`)")
+    folder = Path(os.environ["COURSE_SITE"])
     if not (folder / "index.html").is_file():
         fail_or_skip(f"no built site in {folder}: run `make site-test` (after `make test`)")
     return folder.resolve()
