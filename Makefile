@@ -12,7 +12,7 @@ PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider
 TEST_ENV := COURSE_OFFLINE=1 MPLBACKEND=Agg
 
 .PHONY: help venv run bench test lint check-notebooks unit notebooks nbval clean-notebooks \
-        lessons set-repo clean gpu-check
+        lessons set-repo clean gpu-check site site-test
 
 help:
 	@echo "make run [PROFILE=quick|full]  execute every notebook into build/ and print a summary"
@@ -20,6 +20,8 @@ help:
 	@echo "make bench                     run the benchmarks into build/bench/results.{json,md}"
 	@echo "make gpu-check                 the course on an NVIDIA GPU (CUDA TF in .venv-gpu) into"
 	@echo "                               build/gpu-check/report.md; the CPU-safe parts without one"
+	@echo "make site [EXECUTED=DIR]       the course site from build/executed into build/site"
+	@echo "make site-test                 build the site from make test's notebooks; check it in Chromium"
 	@echo "make clean-notebooks           strip outputs, normalise metadata and URLs"
 	@echo "make lessons                   copy the notebooks' #@save cells into helpers/lessons"
 	@echo "make set-repo REPO=owner/name [BRANCH=main]  point badges and installs elsewhere"
@@ -32,6 +34,12 @@ $(STAMP): requirements.txt pyproject.toml
 	@touch $@
 
 venv: $(STAMP)
+
+# The site's Sphinx stack, on top of the pinned environment (constrained by it: no pin moves).
+SITE_STAMP := $(VENV)/.site-installed
+$(SITE_STAMP): $(STAMP) requirements-site.txt
+	$(BIN)/python -m pip install -q -r requirements-site.txt -c requirements.txt
+	@touch $@
 
 run: $(STAMP)
 	$(BIN)/python -m tools.run_notebooks --profile $(PROFILE)
@@ -61,7 +69,7 @@ check-notebooks: $(STAMP)
 	$(BIN)/python -m tools.lessons --check
 
 unit: $(STAMP)
-	$(TEST_ENV) $(PYTEST) -n 2 -m "not notebooks"
+	$(TEST_ENV) $(PYTEST) -n 2 -m "not notebooks and not site"
 
 # Executes every notebook with the `test` profile into build/test/executed,
 # and every invalid parameter value from notebooks/profiles.toml.
@@ -76,6 +84,17 @@ nbval: $(STAMP)
 # Copies every notebook's #@save cells into helpers/lessons/ (one source: see README).
 lessons: $(STAMP)
 	$(BIN)/python -m tools.lessons
+
+# The site shows the outputs `make run` left in build/executed; it never runs a notebook.
+EXECUTED ?= build/executed
+site: $(SITE_STAMP)
+	$(BIN)/python -m tools.site --executed $(EXECUTED) --out build/site
+
+# After `make test` (its notebook stage leaves build/test/executed): build the site from those
+# copies and open every page in headless Chromium (tests/test_site_browser.py).
+site-test: $(SITE_STAMP)
+	$(BIN)/python -m tools.site --executed $(TEST_BUILD)/executed --out $(TEST_BUILD)/site
+	$(TEST_ENV) COURSE_SITE=$(TEST_BUILD)/site $(PYTEST) -m site tests/test_site_browser.py
 
 clean-notebooks: $(STAMP)
 	$(BIN)/python -m tools.nbclean

@@ -119,8 +119,9 @@ def execute(
             cwd=str(workdir),
             progress_bar=False,
             execution_timeout=timeout,
-            # the kernel's own start-up notices (e.g. "running over TCP") are not the lesson
-            extra_arguments=["--IPKernelApp.log_level=ERROR"],
+            # the kernel's own start-up notices (e.g. "running over TCP") are not the lesson;
+            # figures are outputs, as in Jupyter, even where MPLBACKEND=Agg (as in the tests)
+            extra_arguments=["--IPKernelApp.log_level=ERROR", "--matplotlib=inline"],
             engine_name=ENGINE,
             passes=passes,
         )
@@ -200,13 +201,29 @@ def validate_in_one_kernel(
         manager.shutdown_kernel(now=True)
 
 
+def gif_outputs_as_html(nb):
+    """Give every ``image/gif`` output an ``<img>`` as ``text/html``, in place; returns ``nb``.
+
+    nbconvert's HTML templates render PNG, JPEG and SVG but not GIF: without this, notebook 04's
+    progress animation shows as ``<IPython.core.display.Image object>``. Outputs that already
+    have HTML are left alone."""
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            data = output.get("data", {})
+            if "image/gif" in data and "text/html" not in data:
+                gif = "".join(data["image/gif"]).replace("\n", "")
+                data["text/html"] = f'<img src="data:image/gif;base64,{gif}" alt="animation">'
+    return nb
+
+
 def render_html(executed: Path, html_dir: Path) -> Path:
-    """Render an executed notebook to a standalone HTML page."""
+    """Render an executed notebook to a standalone HTML page (GIF outputs included)."""
     import nbformat
     from nbconvert import HTMLExporter
 
     html_dir.mkdir(parents=True, exist_ok=True)
-    body, _ = HTMLExporter().from_notebook_node(nbformat.read(executed, as_version=4))
+    nb = gif_outputs_as_html(nbformat.read(executed, as_version=4))
+    body, _ = HTMLExporter().from_notebook_node(nb)
     target = html_dir / (executed.stem + ".html")
     target.write_text(body, encoding="utf-8")
     return target

@@ -1,0 +1,166 @@
+"""Build the course site: the executed notebooks as a static Sphinx site (myst-nb,
+sphinx-book-theme), in course order, with README.md as the home page.
+
+    python -m tools.site [--executed build/executed] [--out build/site]
+
+The notebooks are not executed again: the site shows the outputs ``make run`` (or
+``make test``) left in ``--executed``. Pages are staged in ``<out>-src`` with the repository's
+own layout (README.md as index.md, notebooks/, docs/), so the README's relative links work
+unchanged; links to files that are not pages point at the repository on GitHub instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from helpers.devices import DEVICE_MIME
+from tools.course import BUILD, ROOT, notebook_paths, settings
+
+CONF_DIR = ROOT / "docs" / "site"
+README = ROOT / "README.md"
+PAGES = [Path("docs/instructor_notes.md")]  # markdown pages after the notebooks, if present
+# [text](target) or ![alt](target): the target up to a space, ")" or the title
+LINK = re.compile(r"(\]\()([^)\s]+)")
+
+
+class SiteError(Exception):
+    """Why the site cannot be built, in one line."""
+
+
+def missing_notebooks(executed: Path, notebooks: list[Path]) -> list[str]:
+    """Names of course notebooks that have no executed copy in ``executed``."""
+    return [p.name for p in notebooks if not (executed / p.name).is_file()]
+
+
+def slug(heading: str) -> str:
+    """A heading's anchor on the site (and on GitHub): lower case, punctuation dropped,
+    spaces as hyphens. ``Find what fits, automatically`` -> ``find-what-fits-automatically``."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def jupyter_anchors(markdown: str) -> dict[str, str]:
+    """Jupyter's anchor of each heading (its text, spaces as hyphens) -> the site's anchor."""
+    headings = re.findall(r"^#{1,6}\s+(.+?)\s*$", markdown, flags=re.MULTILINE)
+    return {h.replace(" ", "-"): slug(h) for h in headings}
+
+
+def rewrite_links(
+    text: str, page: Path, pages: set[Path], repository: str, branch: str,
+    anchors: dict[str, str] | None = None,
+) -> str:
+    """Point relative links of ``page`` (repository-relative) that are not site ``pages`` at
+    the file on GitHub; links to pages and absolute URLs are kept. In-page links written with
+    Jupyter's anchors (``#Find-what-fits,-automatically``) get the site's, from ``anchors``."""
+
+    def fix(match: re.Match) -> str:
+        target = match.group(2)
+        if target.startswith("#") and anchors and target[1:] in anchors:
+            return match.group(1) + "#" + anchors[target[1:]]
+        if re.match(r"[a-z][a-z0-9+.-]*:|#|/", target):
+            return match.group(0)
+        path, _, anchor = target.partition("#")
+        resolved = Path(os.path.normpath(page.parent / path))
+        if resolved in pages or str(resolved).startswith(".."):
+            return match.group(0)
+        url = f"https://github.com/{repository}/blob/{branch}/{resolved.as_posix()}"
+        return match.group(1) + url + (f"#{anchor}" if anchor else "")
+
+    return LINK.sub(fix, text)
+
+
+def home_page(readme: str, notebooks: list[Path], pages: list[Path], **repo) -> str:
+    """README.md as the site's home page: its links fixed, then the (hidden) navigation:
+    the notebooks in course order, then the other pages."""
+    all_pages = {Path("notebooks") / p.name for p in notebooks} | set(pages)
+    text = rewrite_links(readme, Path("README.md"), all_pages, **repo)
+    nav = "\n".join(f"notebooks/{p.stem}" for p in notebooks)
+    text += f"\n\n```{{toctree}}\n:hidden:\n:caption: Notebooks\n\n{nav}\n```\n"
+    if pages:
+        others = "\n".join(p.with_suffix("").as_posix() for p in pages)
+        text += f"\n```{{toctree}}\n:hidden:\n:caption: For instructors\n\n{others}\n```\n"
+    return text
+
+
+def stage(executed: Path, source: Path, notebooks: list[Path] | None = None) -> list[str]:
+    """Fill ``source`` (emptied first) with the site's pages; returns notices worth a line
+    (executed copies older than their notebook, or stopped by an error)."""
+    import nbformat
+
+    from tools.run_notebooks import first_error
+
+    notebooks = notebook_paths() if notebooks is None else notebooks
+    if missing := missing_notebooks(executed, notebooks):
+        which = "notebooks" if len(missing) == len(notebooks) else ", ".join(missing)
+        raise SiteError(
+            f"{executed} has no executed {which}: run `make run` first "
+            f"(or `make site EXECUTED={BUILD.name}/test/executed` after `make test`)"
+        )
+    repo = settings()
+    pages = [p for p in PAGES if (ROOT / p).is_file()]
+    all_pages = {Path("notebooks") / p.name for p in notebooks} | set(pages)
+    if source.exists():
+        shutil.rmtree(source)
+    (source / "notebooks").mkdir(parents=True)
+    notices = []
+    for path in notebooks:
+        copy = executed / path.name
+        if path.stat().st_mtime > copy.stat().st_mtime:
+            notices.append(f"{path.name} changed after it was executed: `make run` refreshes it")
+        nb = nbformat.read(copy, as_version=4)
+        if (cell := first_error(nb))[0]:
+            notices.append(f"{path.name} stopped with an error in cell {cell[0]}: {cell[1]}")
+        for output in (o for c in nb.cells for o in c.get("outputs", [])):
+            output.get("data", {}).pop(DEVICE_MIME, None)  # make run's record; its text stays
+        markdown = [c for c in nb.cells if c.cell_type == "markdown"]
+        anchors = jupyter_anchors("\n".join(c.source for c in markdown))
+        for c in markdown:
+            c.source = rewrite_links(c.source, Path("notebooks") / path.name, all_pages, **repo,
+                                     anchors=anchors)
+        nbformat.write(nb, source / "notebooks" / path.name)
+    readme = README.read_text(encoding="utf-8")
+    (source / "index.md").write_text(home_page(readme, notebooks, pages, **repo), "utf-8")
+    for page in pages:
+        (source / page).parent.mkdir(parents=True, exist_ok=True)
+        text = rewrite_links((ROOT / page).read_text(encoding="utf-8"), page, all_pages, **repo)
+        (source / page).write_text(text, encoding="utf-8")
+    return notices
+
+
+def build(executed: Path, out: Path) -> Path:
+    """Stage the pages and run Sphinx; warnings fail the build. Returns ``out/index.html``."""
+    source = out.with_name(out.name + "-src")
+    for notice in stage(executed, source):
+        print(f"note: {notice}", flush=True)
+    if out.exists():
+        shutil.rmtree(out)
+    command = [sys.executable, "-m", "sphinx", "-b", "html", "-c", str(CONF_DIR), "-q"]
+    command += ["-W", "--keep-going", "-d", str(source / ".doctrees"), str(source), str(out)]
+    if subprocess.run(command).returncode:
+        raise SiteError(f"sphinx-build failed (its messages are above): {' '.join(command)}")
+    return out / "index.html"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--executed", type=Path, default=BUILD / "executed")
+    parser.add_argument("--out", type=Path, default=BUILD / "site")
+    args = parser.parse_args(argv)
+    start = time.perf_counter()
+    try:
+        index = build(args.executed, args.out)
+    except SiteError as error:
+        print(f"site: {error}", file=sys.stderr)
+        return 2
+    print(f"site: {index} built from {args.executed} in {time.perf_counter() - start:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
