@@ -3,10 +3,12 @@ and every invalid parameter value stops it in its validation cell with one clear
 
 Invalid values: the first of each notebook runs through papermill end to end; all of them run
 through the validation cell in one kernel per notebook (a kernel start costs seconds).
-The executed copies land in build/test/executed, where the nbval stage re-runs them.
+The executed copies land in build/test/executed, where the nbval stage re-runs them
+($COURSE_TEST_BUILD, relative to the repository, moves them: the compat stack uses it).
 """
 
 import json
+import os
 
 import pytest
 
@@ -14,7 +16,7 @@ from tools import course, run_notebooks
 
 pytestmark = pytest.mark.notebooks
 
-BUILD = course.BUILD / "test"
+BUILD = course.ROOT / os.environ.get("COURSE_TEST_BUILD", "build/test")
 NOTEBOOKS = course.notebook_paths()
 PROFILES = course.profiles()
 INVALID = {
