@@ -108,6 +108,8 @@ def test_clean_writes_the_install_cell_as_tools_course_has_it():
     install = next(c for c in cleaned["cells"] if c["cell_type"] == "code")
     assert "".join(install["source"]) == course.install_cell("new/home", "v2")
     assert 'URL = "git+https://github.com/new/home.git@v2"' in course.install_cell("new/home", "v2")
+    longest = course.install_cell("an-organisation-with-a-long-name/fast-tf-course-fork", "main")
+    assert max(map(len, longest.splitlines())) <= 100, "ruff's line length, after `make set-repo`"
 
 
 def test_the_committed_notebooks_follow_the_conventions():

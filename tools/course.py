@@ -36,17 +36,18 @@ def install_url(repository: str, branch: str) -> str:
     return f"git+https://github.com/{repository}.git@{branch}"
 
 
-#: The first code cell of every notebook (tools.nbcheck checks it, tools.nbclean rewrites its
-#: URL). It needs nothing but Python and pip: it installs the course's ``helpers`` where
-#: ``import helpers`` would not give them (missing, or another module of that name), and
-#: where that fails it says why in one line (IPython shows a ``UsageError`` as its line).
-#: ``fast-tf-course-helpers`` is named in helpers/__init__.py; tests/test_setup.py runs it.
+#: The first code cell of every notebook: tools.nbclean writes it (with the URL from
+#: ``[tool.course]``, so `make set-repo` changes it), tools.nbcheck checks it, and
+#: tests/test_setup.py runs it. It needs nothing but Python and pip: it installs the course's
+#: ``helpers`` where ``import helpers`` would not give them (missing, or another module of that
+#: name: ours names ``fast-tf-course-helpers`` in helpers/__init__.py), and where that fails it
+#: says why in one line (IPython shows a ``UsageError`` as its one line, and the cell fails).
 INSTALL_CELL = """\
 import importlib.util
 import subprocess
 import sys
 
-URL = "{url}"  # `make set-repo` sets it
+URL = "{url}"
 def course_helpers():  # does `import helpers` give this course's package, not another module?
     importlib.invalidate_caches()
     spec = importlib.util.find_spec("helpers")
