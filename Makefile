@@ -22,9 +22,12 @@ COMPAT_BIN := $(COMPAT_VENV)/bin
 COMPAT_STAMP := $(COMPAT_VENV)/.installed
 COMPAT_BUILD := build/test-compat
 COMPAT_PYTEST := $(COMPAT_BIN)/python -m pytest -q -p no:cacheprovider
-# Runs one stage of `make test` and says how long it took.
+# Runs one stage of `make test` and says how long it took: wall-clock seconds, and the CPU
+# seconds (user + system) of all its processes, which do not depend on what else is running.
 STAGE = @start=$$(date +%s); $(MAKE) --no-print-directory $(1) || exit 1; \
-  echo "== stage $(1): $$(( $$(date +%s) - start )) s"
+  cpu=$$(times | awk 'NR == 2 { split($$1, u, /[ms]/); split($$2, s, /[ms]/); \
+    printf "%d", u[1] * 60 + u[2] + s[1] * 60 + s[2] }'); \
+  echo "== stage $(1): $$(( $$(date +%s) - start )) s wall, $$cpu s CPU"
 
 .PHONY: help venv venv-compat run bench test lint check-notebooks unit notebooks nbval \
         compat-unit compat-notebooks clean-notebooks set-repo clean

@@ -68,7 +68,8 @@ class NoTensorFlowError(ImportError):
 
 
 def no_tensorflow_message(runs_here: tuple[str, ...] = RUN_WITHOUT_TENSORFLOW) -> str:
-    """What a runtime without TensorFlow lacks, and what to do about it, in one line."""
+    """What a runtime without TensorFlow lacks, and what to do about it, in one line.
+    Used by: every notebook (Setup, through :func:`import_tensorflow`)."""
     elsewhere = "".join(f" or open notebooks/{name}.ipynb, which runs here" for name in runs_here)
     return (
         "This runtime has no TensorFlow, which this notebook needs (Colab's TPU runtimes ship "
