@@ -67,9 +67,11 @@ class NoTensorFlowError(ImportError):
     """This runtime has no TensorFlow; shown in IPython as its one line."""
 
 
-def no_tensorflow_message(runs_here: tuple[str, ...] = RUN_WITHOUT_TENSORFLOW) -> str:
-    """What a runtime without TensorFlow lacks, and what to do about it, in one line.
+def no_tensorflow_message(runs_here: tuple[str, ...] | None = None) -> str:
+    """What a runtime without TensorFlow lacks, and what to do about it, in one line; it points
+    at ``runs_here`` (default: :data:`RUN_WITHOUT_TENSORFLOW`).
     Used by: every notebook (Setup, through :func:`import_tensorflow`)."""
+    runs_here = RUN_WITHOUT_TENSORFLOW if runs_here is None else runs_here
     elsewhere = "".join(f" or open notebooks/{name}.ipynb, which runs here" for name in runs_here)
     return (
         "This runtime has no TensorFlow, which this notebook needs (Colab's TPU runtimes ship "
