@@ -72,7 +72,7 @@ def _define() -> dict:
 
         def _unfusable(self, inputs, mask=None) -> str:
             """Why the fused kernel does not apply here ("" when it does). Chosen by feature:
-            attributes a Keras release lacks (``renorm`` before 3.11) count as off."""
+            settings a Keras release lacks (Keras 3.10 has no ``renorm``) count as off."""
             if _keras_backend() != "tensorflow":
                 return f"Keras runs on {_keras_backend()}"
             import tensorflow as tf
