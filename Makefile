@@ -24,9 +24,10 @@ COMPAT_BUILD := build/test-compat
 COMPAT_PYTEST := $(COMPAT_BIN)/python -m pytest -q -p no:cacheprovider
 # Runs one stage of `make test` and says how long it took: wall-clock seconds, and the CPU
 # seconds (user + system) of all its processes, which do not depend on what else is running.
+# (`times` runs in this shell, not in a $(...) subshell, which has no children of its own.)
 STAGE = @start=$$(date +%s); $(MAKE) --no-print-directory $(1) || exit 1; \
-  cpu=$$(times | awk 'NR == 2 { split($$1, u, /[ms]/); split($$2, s, /[ms]/); \
-    printf "%d", u[1] * 60 + u[2] + s[1] * 60 + s[2] }'); \
+  t=$$(mktemp); times > $$t; cpu=$$(awk 'NR == 2 { split($$1, u, /[ms]/); split($$2, s, /[ms]/); \
+    printf "%.0f", u[1] * 60 + u[2] + s[1] * 60 + s[2] }' $$t); rm -f $$t; \
   echo "== stage $(1): $$(( $$(date +%s) - start )) s wall, $$cpu s CPU"
 
 .PHONY: help venv venv-compat run bench test lint check-notebooks unit notebooks nbval \
