@@ -1,5 +1,7 @@
 # Fast TensorFlow Training: `make run` executes the course, `make test` proves it works.
 # Both create the virtual environment first if it is missing (needs python3.11 and pip).
+# `make test` also runs the unit tests and notebooks on the oldest supported stack, in
+# .venv-compat (needs python3.12; see README, "Supported versions").
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
@@ -11,12 +13,31 @@ PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider
 # The tests never reach for the network: data sets fall back to bundled data.
 TEST_ENV := COURSE_OFFLINE=1 MPLBACKEND=Agg
 
-.PHONY: help venv run bench test lint check-notebooks unit notebooks nbval clean-notebooks \
-        lessons set-repo clean gpu-check site site-test
+# The Colab-shaped stack (requirements-compat.txt) on Python 3.12: python3.12 on PATH if it runs
+# (a pyenv shim may not), else a pyenv-installed 3.12; or pass COMPAT_PYTHON=/path/to/python3.12.
+COMPAT_PYTHON ?= $(firstword $(foreach p,python3.12 $(wildcard $(HOME)/.pyenv/versions/3.12*/bin/python3.12),\
+  $(shell $(p) -c 'import sys; sys.version_info[:2] == (3, 12) and print(sys.executable)' 2>/dev/null)))
+COMPAT_VENV := .venv-compat
+COMPAT_BIN := $(COMPAT_VENV)/bin
+COMPAT_STAMP := $(COMPAT_VENV)/.installed
+COMPAT_BUILD := build/test-compat
+COMPAT_PYTEST := $(COMPAT_BIN)/python -m pytest -q -p no:cacheprovider
+# Runs one stage of `make test` and says how long it took: wall-clock seconds, and the CPU
+# seconds (user + system) of all its processes, which do not depend on what else is running.
+# (`times` runs in this shell, not in a $(...) subshell, which has no children of its own.)
+STAGE = @start=$$(date +%s); $(MAKE) --no-print-directory $(1) || exit 1; \
+  t=$$(mktemp); times > $$t; cpu=$$(awk 'NR == 2 { split($$1, u, /[ms]/); split($$2, s, /[ms]/); \
+    printf "%.0f", u[1] * 60 + u[2] + s[1] * 60 + s[2] }' $$t); rm -f $$t; \
+  echo "== stage $(1): $$(( $$(date +%s) - start )) s wall, $$cpu s CPU"
+
+.PHONY: help venv venv-compat run bench test lint check-notebooks unit notebooks nbval \
+        compat-unit compat-notebooks clean-notebooks lessons set-repo clean gpu-check site \
+        site-test
 
 help:
 	@echo "make run [PROFILE=quick|full]  execute every notebook into build/ and print a summary"
-	@echo "make test                      lint, notebook checks, unit tests, notebook runs, nbval"
+	@echo "make test                      lint, notebook checks, unit tests, notebook runs, nbval,"
+	@echo "                               then unit tests and notebook runs on the compat stack"
 	@echo "make bench                     run the benchmarks into build/bench/results.{json,md}"
 	@echo "make gpu-check                 the course on an NVIDIA GPU (CUDA TF in .venv-gpu) into"
 	@echo "                               build/gpu-check/report.md; the CPU-safe parts without one"
@@ -41,6 +62,18 @@ $(SITE_STAMP): $(STAMP) requirements-site.txt
 	$(BIN)/python -m pip install -q -r requirements-site.txt -c requirements.txt
 	@touch $@
 
+$(COMPAT_STAMP): requirements-compat.txt pyproject.toml
+	@test -x $(COMPAT_BIN)/python || test -n "$(COMPAT_PYTHON)" || { echo "make: the compat \
+	stack (.venv-compat) needs Python 3.12, found neither on PATH nor in pyenv: install it, or \
+	pass COMPAT_PYTHON=/path/to/python3.12"; exit 1; }
+	@test -x $(COMPAT_BIN)/python || $(COMPAT_PYTHON) -m venv $(COMPAT_VENV)
+	$(COMPAT_BIN)/python -m pip install -q --upgrade pip
+	$(COMPAT_BIN)/python -m pip install -q -r requirements-compat.txt
+	$(COMPAT_BIN)/python -m pip install -q --no-deps -e .
+	@touch $@
+
+venv-compat: $(COMPAT_STAMP)
+
 run: $(STAMP)
 	$(BIN)/python -m tools.run_notebooks --profile $(PROFILE)
 
@@ -52,13 +85,15 @@ bench: $(STAMP)
 gpu-check:
 	$(PYTHON) -m tools.gpu_check $(GPU_CHECK_ARGS)
 
-# Stages run in this order and stop at the first that fails.
-test: $(STAMP)
-	@$(MAKE) --no-print-directory lint
-	@$(MAKE) --no-print-directory check-notebooks
-	@$(MAKE) --no-print-directory unit
-	@$(MAKE) --no-print-directory notebooks
-	@$(MAKE) --no-print-directory nbval
+# Stages run in this order and stop at the first that fails; each says how long it took.
+test: $(STAMP) $(COMPAT_STAMP)
+	$(call STAGE,lint)
+	$(call STAGE,check-notebooks)
+	$(call STAGE,unit)
+	$(call STAGE,notebooks)
+	$(call STAGE,nbval)
+	$(call STAGE,compat-unit)
+	$(call STAGE,compat-notebooks)
 
 lint: $(STAMP)
 	$(BIN)/ruff check helpers tests tools notebooks
@@ -95,6 +130,15 @@ site: $(SITE_STAMP)
 site-test: $(SITE_STAMP)
 	$(BIN)/python -m tools.site --executed $(TEST_BUILD)/executed --out $(TEST_BUILD)/site
 	$(TEST_ENV) COURSE_SITE=$(TEST_BUILD)/site $(PYTEST) -m site tests/test_site_browser.py
+
+# The same unit tests and notebook runs on the compat stack (nbval stays on the pinned one).
+# Its executed copies go to build/test-compat, apart from the ones nbval re-runs.
+compat-unit: $(COMPAT_STAMP)
+	$(TEST_ENV) $(COMPAT_PYTEST) -n 2 -m "not notebooks and not site"
+
+compat-notebooks: $(COMPAT_STAMP)
+	rm -rf $(COMPAT_BUILD)
+	$(TEST_ENV) COURSE_TEST_BUILD=$(COMPAT_BUILD) $(COMPAT_PYTEST) -n 2 -m notebooks
 
 clean-notebooks: $(STAMP)
 	$(BIN)/python -m tools.nbclean

@@ -14,13 +14,38 @@ one word per two elements.
 
 Each made the DCGAN step about 5% faster on a 2-core CPU in bfloat16 (``make bench``
 records the step as a whole, ``dcgan_vs_tutorial``).
-Used by: 04_dcgan, 05_tpu_distribute (through :mod:`helpers.gan_models`).
+
+Both choose by feature, not by version: where this runtime lacks what the faster path needs
+(Keras on another backend than TensorFlow, a Keras without ``renorm`` or a ``SeedGenerator``
+on its layers, ...), they compute as Keras's own layer does. :func:`describe` says which
+path ran. Used by: 04_dcgan, 05_tpu_distribute (through :mod:`helpers.gan_models`).
 """
 
 from __future__ import annotations
 
 LAZY = ("FusedBatchNormalization", "HalfWordDropout")
 _CLASSES: dict = {}
+FUSED = "TensorFlow's fused kernel (FusedBatchNormV3)"
+HALF_WORD = "16 random bits per element"
+KERAS_OWN = "Keras's own ops"
+#: The paths our layers took when they were last traced: ``{"batch norm": {path, ...}, ...}``.
+USED: dict[str, set[str]] = {"batch norm": set(), "dropout": set()}
+
+
+def describe() -> str:
+    """One line saying how our batch norm and dropout computed in this process, e.g.
+    ``batch norm: TensorFlow's fused kernel (FusedBatchNormV3); dropout: 16 random bits per
+    element``, or Keras's own ops and why. Used by: 04_dcgan."""
+    return "; ".join(
+        f"{kind}: {' and '.join(sorted(paths)) if paths else 'not run yet'}"
+        for kind, paths in USED.items()
+    )
+
+
+def _keras_backend() -> str:
+    import keras
+
+    return keras.backend.backend()
 
 
 def __getattr__(name: str):
@@ -45,23 +70,34 @@ def _define() -> dict:
         axis other than the last, inputs that are not 2-D or 4-D, no ``center``/``scale``, and
         bfloat16 on a GPU (the combination this course cannot test)."""
 
-        def _fusable(self, inputs) -> bool:
+        def _unfusable(self, inputs, mask=None) -> str:
+            """Why the fused kernel does not apply here ("" when it does). Chosen by feature:
+            settings a Keras release lacks (Keras 3.10 has no ``renorm``) count as off."""
+            if _keras_backend() != "tensorflow":
+                return f"Keras runs on {_keras_backend()}"
             import tensorflow as tf
 
             rank = len(inputs.shape)
-            if self.synchronized or self.renorm or not (self.center and self.scale):
-                return False
-            if rank not in (2, 4) or self.axis not in (-1, rank - 1):
-                return False
-            if inputs.dtype == tf.bfloat16 and tf.config.list_logical_devices("GPU"):
-                return False
-            return True
+            reasons = {
+                "no FusedBatchNormV3 here": not hasattr(tf.raw_ops, "FusedBatchNormV3"),
+                "synchronized statistics": getattr(self, "synchronized", False),
+                "batch renormalization": getattr(self, "renorm", False),
+                "a mask": mask is not None,
+                "no center or scale": not (self.center and self.scale),
+                "not 2-D or 4-D": rank not in (2, 4),
+                "a normalised axis other than the last": self.axis not in (-1, rank - 1),
+                "bfloat16 on a GPU": inputs.dtype == tf.bfloat16
+                and bool(tf.config.list_logical_devices("GPU")),
+            }
+            return next((reason for reason, applies in reasons.items() if applies), "")
 
         def call(self, inputs, training=None, mask=None):
+            if reason := self._unfusable(inputs, mask):
+                USED["batch norm"].add(f"{KERAS_OWN} ({reason})")
+                return super().call(inputs, training=training, mask=mask)
+            USED["batch norm"].add(FUSED)
             import tensorflow as tf
 
-            if mask is not None or not self._fusable(inputs):
-                return super().call(inputs, training=training, mask=mask)
             channels = inputs.shape[-1]
             x = inputs if len(inputs.shape) == 4 else tf.reshape(inputs, [-1, 1, 1, channels])
             if self.compute_dtype != x.dtype.name:
@@ -107,12 +143,27 @@ def _define() -> dict:
         in Keras, so checkpoints and determinism work the same. A ``noise_shape`` falls back to
         Keras's own dropout."""
 
+        def _keras_reason(self) -> str:
+            """Why Keras's own dropout runs instead ("" when ours does), by feature."""
+            threshold = round(self.rate * 65536)
+            reasons = {
+                f"Keras runs on {_keras_backend()}": _keras_backend() != "tensorflow",
+                "this Keras's Dropout has no seed generator": not hasattr(self, "seed_generator"),
+                "a noise_shape": self.noise_shape is not None,
+                f"rate {self.rate}": not 0 < threshold < 65536,
+            }
+            return next((reason for reason, applies in reasons.items() if applies), "")
+
         def call(self, inputs, training=False):
+            if not training:
+                return super().call(inputs, training=training)
+            if reason := self._keras_reason():
+                USED["dropout"].add(f"{KERAS_OWN} ({reason})")
+                return super().call(inputs, training=training)
+            USED["dropout"].add(HALF_WORD)
             import tensorflow as tf
 
             threshold = round(self.rate * 65536)
-            if not training or self.noise_shape is not None or not 0 < threshold < 65536:
-                return super().call(inputs, training=training)
             seed = self.seed_generator.next()
             if seed.dtype != tf.int32:  # as Keras does: stateless ops want int32 seeds under XLA
                 seed = tf.cast(tf.math.floormod(seed, tf.int32.max - 1), tf.int32)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import importlib.util
 import logging
 import os
 import re
@@ -60,20 +61,54 @@ def drop_native_noise(text: str) -> str:
     return "".join(kept)
 
 
+#: Notebooks (stems) whose setup runs on a runtime without TensorFlow, such as Colab's TPU
+#: runtimes, which ship JAX only; every other notebook stops in its setup with one line
+#: (:class:`NoTensorFlowError`) that points at these. tests/test_setup.py checks both.
+RUN_WITHOUT_TENSORFLOW: tuple[str, ...] = ()
+
+
+class NoTensorFlowError(ImportError):
+    """This runtime has no TensorFlow; shown in IPython as its one line."""
+
+
+def no_tensorflow_message(runs_here: tuple[str, ...] | None = None) -> str:
+    """What a runtime without TensorFlow lacks, and what to do about it, in one line; it points
+    at ``runs_here`` (default: :data:`RUN_WITHOUT_TENSORFLOW`).
+    Used by: every notebook (Setup, through :func:`import_tensorflow`)."""
+    runs_here = RUN_WITHOUT_TENSORFLOW if runs_here is None else runs_here
+    elsewhere = "".join(f" or open notebooks/{name}.ipynb, which runs here" for name in runs_here)
+    return (
+        "This runtime has no TensorFlow, which this notebook needs (Colab's TPU runtimes ship "
+        "JAX only): change the runtime type (Colab: Runtime > Change runtime type > CPU or "
+        f"T4 GPU; Kaggle: Settings > Accelerator){elsewhere}."
+    )
+
+
 def import_tensorflow():
     """Import TensorFlow with its start-up notices hidden; return the module.
 
     The oneDNN and CPU-feature notices are written by C++ before any log level
     applies, so they are filtered from the process's stderr during the import.
-    Anything else written there (a real error) is passed on.
+    Anything else written there (a real error) is passed on. Without TensorFlow
+    it raises :class:`NoTensorFlowError`, which IPython shows as one line.
     Used by: every notebook (Setup).
     """
     quiet_native_logs()
     if "tensorflow" in sys.modules:
         return sys.modules["tensorflow"]
-    with native_noise_filtered():
-        import keras  # noqa: F401  (loads its own native pieces now, quietly)
-        import tensorflow as tf
+    try:
+        if importlib.util.find_spec("tensorflow") is None:
+            raise ModuleNotFoundError("No module named 'tensorflow'", name="tensorflow")
+        with native_noise_filtered():
+            import keras  # noqa: F401  (loads its own native pieces now, quietly)
+            import tensorflow as tf
+    except ModuleNotFoundError as error:
+        if error.name != "tensorflow":
+            raise
+        from helpers.params import install_ipython_handler
+
+        install_ipython_handler(NoTensorFlowError)
+        raise NoTensorFlowError(no_tensorflow_message(), name="tensorflow") from None
     quiet()
     return tf
 

@@ -190,8 +190,15 @@ def _one_line(shell, etype, evalue, tb, tb_offset=None):
     return [line]
 
 
-def install_ipython_handler() -> bool:
-    """Show :class:`ParameterError` in IPython as its one line (the cell still fails)."""
+#: Errors IPython shows as their one line; other modules add theirs through
+#: :func:`install_ipython_handler` (IPython keeps one handler, for one tuple of types).
+ONE_LINE_ERRORS: list[type[BaseException]] = [ParameterError]
+
+
+def install_ipython_handler(*errors: type[BaseException]) -> bool:
+    """Show :class:`ParameterError` (and ``errors``) in IPython as one line (the cell still
+    fails)."""
+    ONE_LINE_ERRORS.extend(e for e in errors if e not in ONE_LINE_ERRORS)
     try:
         from IPython import get_ipython
     except ImportError:
@@ -199,7 +206,7 @@ def install_ipython_handler() -> bool:
     shell = get_ipython()
     if shell is None:
         return False
-    shell.set_custom_exc((ParameterError,), _one_line)
+    shell.set_custom_exc(tuple(ONE_LINE_ERRORS), _one_line)
     return True
 
 

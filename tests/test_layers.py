@@ -1,7 +1,9 @@
+import inspect
+
 import numpy as np
 import pytest
 
-from helpers import gan_models, gan_tutorial
+from helpers import gan_models, gan_tutorial, layers
 from helpers.layers import FusedBatchNormalization, HalfWordDropout
 from helpers.throughput import precision
 
@@ -123,3 +125,38 @@ def test_our_models_use_these_layers_and_the_tutorial_baseline_does_not(tf):
     step, generator = gan_tutorial.tutorial_step(batch_size=4)
     assert "BatchNormalization" in kinds(generator)
     assert "FusedBatchNormalization" not in kinds(generator)
+
+
+def test_fused_batch_norm_chooses_by_feature_not_version(tf):
+    """Keras releases before 3.11 have no ``renorm``: our layer reads it as off and fuses; where
+    Keras has it, batch renormalization falls back to Keras's own ops."""
+    import keras
+
+    x = tf.zeros((4, 5, 5, 3))
+    layer = FusedBatchNormalization()
+    layer.build(x.shape)
+    if hasattr(layer, "renorm"):
+        object.__delattr__(layer, "renorm")  # as in Keras 3.10, which has no such attribute
+    assert "FusedBatchNormV3" in _op_types(tf, layer, x)
+    if "renorm" in inspect.signature(keras.layers.BatchNormalization).parameters:
+        assert "FusedBatchNormV3" not in _op_types(tf, FusedBatchNormalization(renorm=True), x)
+
+
+def test_half_word_dropout_without_a_seed_generator_is_keras_dropout(tf):
+    layer = HalfWordDropout(0.5, seed=3)
+    assert layer._keras_reason() == ""
+    object.__delattr__(layer, "seed_generator")  # a Keras whose Dropout lacks one
+    assert layer._keras_reason() == "this Keras's Dropout has no seed generator"
+
+
+def test_describe_says_which_path_ran(tf, monkeypatch):
+    monkeypatch.setattr(layers, "USED", {"batch norm": set(), "dropout": set()})
+    assert layers.describe() == "batch norm: not run yet; dropout: not run yet"
+    x = tf.zeros((4, 5, 5, 3))
+    FusedBatchNormalization()(x, training=True)
+    FusedBatchNormalization(synchronized=True)(x, training=True)
+    HalfWordDropout(0.3, seed=1)(x, training=True)
+    assert layers.describe() == (
+        f"batch norm: {layers.KERAS_OWN} (synchronized statistics) and {layers.FUSED}; "
+        f"dropout: {layers.HALF_WORD}"
+    )

@@ -18,6 +18,7 @@ def make_notebook(**changes):
         "title": nbformat.v4.new_markdown_cell("# Example"),
         "badge": nbformat.v4.new_markdown_cell(f"[![Open In Colab](colab-badge.svg)]({URL})"),
         "setup": nbformat.v4.new_markdown_cell("## Setup"),
+        "install": nbformat.v4.new_code_cell(course.install_cell(**CONF)),
         "params": nbformat.v4.new_code_cell("epochs = 3\nbatch_size = 8"),
         "validate": nbformat.v4.new_code_cell(
             "p = validate(epochs=(epochs, integer(1)), batch_size=(batch_size, integer(1)))"
@@ -58,6 +59,8 @@ def test_a_conforming_notebook_passes():
             "not validated: batch_size",
         ),
         ({"extra": nbformat.v4.new_code_cell("\n".join(["x = 1"] * 26))}, "has 26 lines"),
+        ({"install": nbformat.v4.new_code_cell("%pip install helpers")}, "the install cell"),
+        ({"install": None}, "the install cell"),
     ],
 )
 def test_each_broken_convention_is_reported(change, expected):
@@ -96,6 +99,17 @@ def test_clean_rewrites_badge_and_install_urls_from_the_setting():
         in text
     )
     assert "git+https://github.com/new/home.git@v2" in text and "old/place" not in text
+
+
+def test_clean_writes_the_install_cell_as_tools_course_has_it():
+    old = 'if find_spec("helpers") is None:\n    %pip install "git+https://github.com/a/b.git@dev"'
+    nb = make_notebook(install=nbformat.v4.new_code_cell(old))
+    cleaned = nbclean.clean(nb, NAME, repository="new/home", branch="v2")
+    install = next(c for c in cleaned["cells"] if c["cell_type"] == "code")
+    assert "".join(install["source"]) == course.install_cell("new/home", "v2")
+    assert 'URL = "git+https://github.com/new/home.git@v2"' in course.install_cell("new/home", "v2")
+    longest = course.install_cell("an-organisation-with-a-long-name/fast-tf-course-fork", "main")
+    assert max(map(len, longest.splitlines())) <= 100, "ruff's line length, after `make set-repo`"
 
 
 def test_the_committed_notebooks_follow_the_conventions():
@@ -143,6 +157,13 @@ def test_runner_reads_device_and_first_error():
         nb.cells[1].id,
         "ParameterError: Invalid parameter x=-1",
     )
+
+
+def test_runner_reads_an_error_shown_on_stderr_only():
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("install")])
+    nb.cells[0].metadata["papermill"] = {"exception": True}
+    nb.cells[0].outputs = [nbformat.v4.new_output("stream", name="stderr", text="UsageError: x\n")]
+    assert run_notebooks.first_error(nb) == (nb.cells[0].id, "UsageError: x")
 
 
 def test_readme_links_follow_the_repository():

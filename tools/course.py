@@ -32,8 +32,39 @@ def colab_url(notebook: str, repository: str, branch: str) -> str:
 
 
 def install_url(repository: str, branch: str) -> str:
-    """What ``%pip install`` takes to install the helpers package from the repository."""
+    """What ``pip install`` takes to install the helpers package from the repository."""
     return f"git+https://github.com/{repository}.git@{branch}"
+
+
+#: The first code cell of every notebook: tools.nbclean writes it (with the URL from
+#: ``[tool.course]``, so `make set-repo` changes it), tools.nbcheck checks it, and
+#: tests/test_setup.py runs it. It needs nothing but Python and pip: it installs the course's
+#: ``helpers`` where ``import helpers`` would not give them (missing, or another module of that
+#: name: ours names ``fast-tf-course-helpers`` in helpers/__init__.py), and where that fails it
+#: says why in one line (IPython shows a ``UsageError`` as its one line, and the cell fails).
+INSTALL_CELL = """\
+import importlib.util
+import subprocess
+import sys
+
+URL = "{url}"
+def course_helpers():  # does `import helpers` give this course's package, not another module?
+    importlib.invalidate_caches()
+    spec = importlib.util.find_spec("helpers")
+    return spec and spec.origin and "fast-tf-course-helpers" in open(spec.origin).read()
+if not course_helpers():  # Colab, Kaggle: install it (TensorFlow stays the runtime's own)
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", URL], capture_output=True)
+    if not course_helpers():  # say why in one line, and stop "Run all" here
+        from IPython.core.error import UsageError
+        raise UsageError(f"{importlib.util.find_spec('helpers').origin} hides the course's helpers"
+                         if pip.returncode == 0 else f"pip could not install {URL}: no network"
+                         " (Kaggle: turn Internet on), or not published there (`make set-repo`)")
+"""
+
+
+def install_cell(repository: str, branch: str) -> str:
+    """The install cell (:data:`INSTALL_CELL`) for the course published at ``repository``."""
+    return INSTALL_CELL.replace("{url}", install_url(repository, branch))
 
 
 def notebook_paths(folder: Path = NOTEBOOKS) -> list[Path]:

@@ -6,7 +6,8 @@ Conventions (from tensorflow/docs, d2l, keras-io, nbdev): an H1 title first;
 an "Open in Colab" badge whose URL ends with the notebook's own path; ``##
 Setup``; exactly one ``parameters`` cell with the validation cell right after
 it, validating every parameter; ``## Summary`` and ``## Next steps``; short
-code cells; a ``python3`` kernelspec with ``language_info``; stored clean. Every
+code cells, the first of them the install cell (``tools.course.INSTALL_CELL``);
+a ``python3`` kernelspec with ``language_info``; stored clean. Every
 parameter also needs at least one invalid value in ``notebooks/profiles.toml``,
 so the test suite proves it is rejected.
 """
@@ -19,7 +20,7 @@ import re
 import sys
 from pathlib import Path
 
-from tools.course import colab_url, notebook_paths, profiles, settings
+from tools.course import colab_url, install_cell, notebook_paths, profiles, settings
 from tools.nbclean import clean, dumps
 
 NAME_RE = re.compile(r"^\d\d_[a-z0-9]+(_[a-z0-9]+)*\.ipynb$")
@@ -62,6 +63,9 @@ def check_notebook(path: Path, text: str, conf: dict, known_profiles: dict) -> l
     url = colab_url(name, conf["repository"], conf["branch"])
     if not any(url in source(c) and "colab-badge" in source(c) for c in cells[:3]):
         problems.append(f"an 'Open in Colab' badge linking to {url} must be in the first cells")
+    codes = [c for c in cells if c["cell_type"] == "code"]
+    if not codes or source(codes[0]) != install_cell(conf["repository"], conf["branch"]):
+        problems.append("the first code cell must be the install cell of tools/course.py")
     heads = headings(cells)
     for wanted in ("## Setup", "## Summary", "## Next steps"):
         if wanted not in heads:

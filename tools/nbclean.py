@@ -1,5 +1,8 @@
 """Store notebooks clean: no outputs, normalised metadata, badge and install URLs from settings.
 
+The first code cell, where it installs the course's helpers, is rewritten as
+``tools.course.install_cell`` builds it.
+
     python -m tools.nbclean [--check] [NOTEBOOK ...]
 
 With ``--check`` nothing is written; the exit status is 1 if any notebook
@@ -15,7 +18,7 @@ import re
 import sys
 from pathlib import Path
 
-from tools.course import colab_url, install_url, notebook_paths, settings
+from tools.course import colab_url, install_cell, install_url, notebook_paths, settings
 
 KERNELSPEC = {"display_name": "Python 3", "language": "python", "name": "python3"}
 LANGUAGE_INFO = {"name": "python"}
@@ -39,10 +42,13 @@ def clean(nb: dict, name: str, repository: str, branch: str) -> dict:
     nb["metadata"] = clean_meta
     nb["nbformat"], nb["nbformat_minor"] = 4, 5
     badge, install = colab_url(name, repository, branch), install_url(repository, branch)
+    codes = [cell for cell in nb.get("cells", []) if cell["cell_type"] == "code"]
     for index, cell in enumerate(nb.get("cells", [])):
         source = "".join(cell.get("source", ""))
         source = COLAB_URL_RE.sub(badge, source)
         source = INSTALL_URL_RE.sub(install, source)
+        if codes and cell is codes[0] and INSTALL_URL_RE.search(source):
+            source = install_cell(repository, branch)  # as tools.course writes it
         cell["source"] = source.splitlines(keepends=True)
         cell["metadata"] = {
             k: v for k, v in cell.get("metadata", {}).items() if k in KEPT_CELL_METADATA and v

@@ -85,11 +85,16 @@ def device_of(nb) -> str:
 
 
 def first_error(nb) -> tuple[str | None, str]:
-    """The id of the first code cell that failed, and its one-line error."""
+    """The id of the first code cell that failed, and its one-line error (for a cell that
+    failed without an error output, such as the install cell's ``UsageError``, the last line
+    it wrote to stderr)."""
     for cell in nb.cells:
         for output in cell.get("outputs", []):
             if output.get("output_type") == "error":
                 return cell.get("id"), f"{output.get('ename')}: {output.get('evalue')}"
+        if cell.get("metadata", {}).get("papermill", {}).get("exception"):
+            stderr = [o.get("text", "") for o in cell["outputs"] if o.get("name") == "stderr"]
+            return cell.get("id"), ("".join(stderr).strip().splitlines() or ["failed"])[-1]
     return None, ""
 
 
