@@ -64,7 +64,7 @@ def drop_native_noise(text: str) -> str:
 #: Notebooks (stems) whose setup runs on a runtime without TensorFlow, such as Colab's TPU
 #: runtimes, which ship JAX only; every other notebook stops in its setup with one line
 #: (:class:`NoTensorFlowError`) that points at these. tests/test_setup.py checks both.
-RUN_WITHOUT_TENSORFLOW: tuple[str, ...] = ()
+RUN_WITHOUT_TENSORFLOW: tuple[str, ...] = ("05_tpu_distribute",)
 
 
 class NoTensorFlowError(ImportError):
