@@ -42,7 +42,8 @@ PROGRESS_FILE = "progress.jsonl"
 PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
 LAUNCHER_ENV = "COURSE_LAUNCHER_PID"  # a worker ends itself when this process is gone
 WORKER_FILE = "worker.py"
-WRITEFILE = re.compile(r"^%%writefile(?:\s+-a)?\s+\S*worker\.py\s*$")
+#: a cell that writes (or appends to) the worker script: ``%%writefile [-a] {worker_py}``
+WRITEFILE = re.compile(r"^%%writefile(?:\s+-a)?\s+\S*worker\S*\s*$")
 
 
 @dataclasses.dataclass
@@ -132,7 +133,7 @@ def write_data(work_dir, x, y) -> Path:
 
 
 def worker_script(notebook) -> str:
-    """The worker script that ``notebook`` (07's) writes with its ``%%writefile ... worker.py``
+    """The worker script that ``notebook`` (07's) writes with its ``%%writefile {worker_py}``
     cells, in order: what the tests and ``make bench`` run, so the notebook stays its one
     source. Used by: tests/test_multiworker.py, tools/bench.py."""
     nb = json.loads(Path(notebook).read_text(encoding="utf-8"))
@@ -142,7 +143,7 @@ def worker_script(notebook) -> str:
         if cell["cell_type"] == "code" and WRITEFILE.match(first):
             parts.append(body.rstrip("\n") + "\n")
     if not parts:
-        raise ValueError(f"{notebook} has no '%%writefile ... {WORKER_FILE}' cells")
+        raise ValueError(f"{notebook} has no '%%writefile {{worker_py}}' cells")
     return "".join(parts)
 
 
