@@ -1,21 +1,22 @@
-"""Several workers on one machine: ``MultiWorkerMirroredStrategy`` over loopback.
+"""Plumbing for notebook 07's workers: ``MultiWorkerMirroredStrategy`` over loopback.
 
-:func:`run_cluster` starts one Python process per worker, each with its own ``TF_CONFIG``
-(the cluster's addresses and its own index), and trains the classifier of notebook 05 with a
-custom loop (``strategy.run``). Keras 3's ``Model.fit`` fails under this strategy in TF 2.21 /
-Keras 3.15 ("Attempt to convert a value (PerReplica...)", keras-team/keras#20585); the custom
-loop does not.
+The worker itself (``TF_CONFIG`` read, the strategy, the data set, the custom loop with
+``strategy.run``, the chief's checkpoints) is written out in notebook 07's ``%%writefile`` cells,
+which save it as ``worker.py``; :func:`worker_script` reads those cells back, so that the tests
+and ``make bench`` run the very script the notebook shows. This module only launches it:
+:func:`run_cluster` starts one Python process per worker, each with its own ``TF_CONFIG`` (from
+``helpers.lessons.scale_out_profile.tf_config``, shown in the notebook), watches them, and
+collects what the chief reports (:func:`report_step`).
 
-Recovery: worker 0 (the chief) saves a checkpoint every ``checkpoint_every`` steps into
-``<work>/checkpoints``; the others save to scratch folders they delete (every worker must take
-part in a save). When a worker dies, the others would wait for it in the next all-reduce, so
-the launcher stops them all and starts the cluster again; every worker restores the chief's
-newest checkpoint and the data resumes at the same batch. Used by: 07_scale_out_profile.
+Recovery: when a worker dies, the others would wait for it in the next all-reduce, so the
+launcher stops them all and starts the cluster again; the script restores the chief's newest
+checkpoint. Used by: 07_scale_out_profile.
 
 No worker outlives its launcher: :func:`run_cluster` stops them all (each worker's whole process
 group, with SIGKILL) on any exit, an exception or ``KeyboardInterrupt`` (Jupyter's "interrupt")
 included; an ``atexit`` hook does it when the kernel shuts down; and each worker ends itself
-when the launching process is gone (a kernel killed outright runs no ``atexit``).
+when the launching process is gone (:func:`follow_launcher`; a kernel killed outright runs no
+``atexit``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import atexit
 import dataclasses
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -39,6 +41,9 @@ JOB_FILE = "job.json"
 PROGRESS_FILE = "progress.jsonl"
 PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
 LAUNCHER_ENV = "COURSE_LAUNCHER_PID"  # a worker ends itself when this process is gone
+WORKER_FILE = "worker.py"
+#: a cell that writes (or appends to) the worker script: ``%%writefile [-a] {worker_py}``
+WRITEFILE = re.compile(r"^%%writefile(?:\s+-a)?\s+\S*worker\S*\s*$")
 
 
 @dataclasses.dataclass
@@ -109,12 +114,6 @@ def free_ports(count: int) -> list[int]:
             s.close()
 
 
-def tf_config(addresses: list[str], index: int) -> dict:
-    """The ``TF_CONFIG`` of worker ``index``: every worker gets the same cluster, its own
-    index. On real machines the addresses are ``host:port`` of each machine."""
-    return {"cluster": {"worker": list(addresses)}, "task": {"type": "worker", "index": index}}
-
-
 def worker_devices(workers: int, gpus: int) -> tuple[list[str], str]:
     """``CUDA_VISIBLE_DEVICES`` for each worker, and what they run on: one GPU each where there
     are enough, else the CPU. Local workers must not share one GPU: each TensorFlow process
@@ -133,19 +132,52 @@ def write_data(work_dir, x, y) -> Path:
     return path
 
 
+def worker_script(notebook) -> str:
+    """The worker script that ``notebook`` (07's) writes with its ``%%writefile {worker_py}``
+    cells, in order: what the tests and ``make bench`` run, so the notebook stays its one
+    source. Used by: tests/test_multiworker.py, tools/bench.py."""
+    nb = json.loads(Path(notebook).read_text(encoding="utf-8"))
+    parts = []
+    for cell in nb["cells"]:
+        first, _, body = "".join(cell["source"]).partition("\n")
+        if cell["cell_type"] == "code" and WRITEFILE.match(first):
+            parts.append(body.rstrip("\n") + "\n")
+    if not parts:
+        raise ValueError(f"{notebook} has no '%%writefile {{worker_py}}' cells")
+    return "".join(parts)
+
+
+def report_step(work_dir, attempt: int, step: int, loss: float, seconds: float) -> None:
+    """In the chief: append one step's loss and time to the file the launcher watches.
+    Used by: 07_scale_out_profile (its worker script)."""
+    record = {"attempt": attempt, "step": step, "loss": loss, "seconds": seconds}
+    with (Path(work_dir) / PROGRESS_FILE).open("a") as f:
+        f.write(json.dumps(record) + "\n")
+
+
 def run_cluster(
-    job: Job, work_dir, max_restarts: int = 2, timeout_s: float = 600.0, progress=None
+    job: Job,
+    work_dir,
+    script=None,
+    max_restarts: int = 2,
+    timeout_s: float = 600.0,
+    progress=None,
 ) -> ClusterResult:
-    """Train ``job`` on ``job.workers`` local processes, restarting the whole cluster (up to
-    ``max_restarts`` times) when a worker dies; it resumes from the newest checkpoint. Called
-    again on the same ``work_dir`` (after a disconnect, say), it resumes there too.
+    """Run the worker ``script`` (default: ``work_dir/worker.py``, as notebook 07 writes it)
+    on ``job.workers`` local processes, restarting the whole cluster (up to ``max_restarts``
+    times) when a worker dies; the script resumes from the newest checkpoint. Called again on
+    the same ``work_dir`` (after a disconnect, say), it resumes there too.
 
     ``work_dir`` must hold the data (:func:`write_data`); checkpoints and logs go there too.
+    Each worker runs ``python script JOB_FILE`` with its ``TF_CONFIG``.
     ``progress(attempt, step, loss)`` is called as the chief reports steps.
     """
     work = Path(work_dir).resolve()
+    script = Path(script or work / WORKER_FILE).resolve()
     if not (work / DATA_FILE).exists():
         raise FileNotFoundError(f"{work / DATA_FILE} is missing: call write_data() first")
+    if not script.exists():
+        raise FileNotFoundError(f"{script} is missing: run the notebook's %%writefile cells")
     if not _latest_step(work / "checkpoints"):  # a fresh run; otherwise it resumes
         (work / PROGRESS_FILE).unlink(missing_ok=True)
     from helpers.environment import nvidia_smi
@@ -157,7 +189,7 @@ def run_cluster(
         (work / JOB_FILE).write_text(json.dumps(spec))
         resumed_from = _latest_step(work / "checkpoints")
         began = time.perf_counter()
-        codes, attempt_logs = _launch(work, visible, number, timeout_s, progress)
+        codes, attempt_logs = _launch(work, script, visible, number, timeout_s, progress)
         logs.update(attempt_logs)
         attempts.append(Attempt(number, resumed_from, codes, time.perf_counter() - began))
         if attempts[-1].ok:
@@ -176,8 +208,6 @@ def run_cluster(
 
 
 def _latest_step(directory: Path) -> int:
-    import re
-
     steps = [
         int(m.group(1))
         for p in directory.glob("ckpt-*.index")
@@ -186,18 +216,20 @@ def _latest_step(directory: Path) -> int:
     return max(steps, default=0)
 
 
-def _worker_command(job_path: Path, index: int) -> list[str]:
-    """The command line of worker ``index``."""
-    return [sys.executable, "-m", "helpers.multiworker", str(job_path), str(index)]
+def _worker_command(script: Path, job_path: Path, index: int) -> list[str]:
+    """The command line of worker ``index`` (which learns its index from ``TF_CONFIG``)."""
+    return [sys.executable, str(script), str(job_path)]
 
 
 #: the workers of this process that may still run; ended at exit whatever happens
 _LIVE: set = set()
 
 
-def _launch(work: Path, visible: list[str], attempt: int, timeout_s: float, progress):
+def _launch(work: Path, script: Path, visible: list[str], attempt: int, timeout_s: float, progress):
     """Start every worker; stop them all as soon as one fails, and on any exit from here
     (an exception, ``KeyboardInterrupt``). Returns exit codes and logs."""
+    from helpers.lessons.scale_out_profile import tf_config  # the notebook's own
+
     addresses = [f"localhost:{port}" for port in free_ports(len(visible))]
     processes, paths = [], []
     try:
@@ -211,7 +243,7 @@ def _launch(work: Path, visible: list[str], attempt: int, timeout_s: float, prog
             paths.append(path)
             with path.open("w") as log:
                 process = subprocess.Popen(
-                    _worker_command(work / JOB_FILE, index),
+                    _worker_command(script, work / JOB_FILE, index),
                     env=env,
                     stdout=log,
                     stderr=subprocess.STDOUT,
@@ -273,7 +305,7 @@ def follow_launcher(interval_s: float = 1.0) -> threading.Thread | None:
     """In a worker: end this process (SIGKILL) as soon as the process that launched it is
     gone, for a launcher killed outright (which runs no cleanup). Returns the watching thread,
     or None when this process was not started by :func:`run_cluster`.
-    Used by: 07_scale_out_profile (each of its workers)."""
+    Used by: 07_scale_out_profile (its worker script)."""
     launcher = os.environ.get(LAUNCHER_ENV)
     if not launcher:
         return None
@@ -326,98 +358,6 @@ def _read_progress(path: Path, last_attempt: int):
     # the last attempt's steps after its first (which traces); a resumed run that had nothing
     # left to do reports the earlier steps' times
     return dict(sorted(losses.items())), step_seconds[1:] or step_seconds or earlier[1:]
-
-
-# -- the worker --------------------------------------------------------------------------------
-
-
-def worker_main(job_path: str, index: int) -> None:
-    """One worker: join the cluster named in ``TF_CONFIG``, restore, train, checkpoint."""
-    import shutil
-
-    from helpers.logs import import_tensorflow
-
-    tf = import_tensorflow()
-    import keras
-
-    from helpers.distribute import classifier
-
-    job = json.loads(Path(job_path).read_text())
-    work = Path(job["work_dir"])
-    options = tf.distribute.experimental.CommunicationOptions(
-        timeout_seconds=job["collective_timeout_s"]
-    )
-    strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
-    chief = index == 0
-    arrays = np.load(work / DATA_FILE)
-    x, y = arrays["x"], arrays["y"]
-
-    with strategy.scope():
-        keras.utils.set_random_seed(job["seed"])
-        model = classifier(x.shape[1:], synchronized=True)
-        optimizer = keras.optimizers.SGD(job["learning_rate"])
-        optimizer.build(model.trainable_variables)
-        step = tf.Variable(0, dtype=tf.int64, trainable=False)
-    # variables listed by position: names carry per-session layer numbers (see helpers.gan)
-    state = tf.train.Checkpoint(
-        model={f"v{i:03d}": v for i, v in enumerate(model.variables)},
-        optimizer={f"v{i:03d}": v for i, v in enumerate(optimizer.variables)},
-        step=step,
-    )
-    chief_dir = work / "checkpoints"
-    own_dir = chief_dir if chief else work / f"scratch_checkpoints_{index}"
-    manager = tf.train.CheckpointManager(state, str(own_dir), max_to_keep=3)
-    latest = tf.train.latest_checkpoint(str(chief_dir))  # every worker restores the chief's
-    if latest:
-        state.restore(latest).assert_existing_objects_matched()
-    start = int(step.numpy())
-
-    ds = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(len(x), seed=job["seed"])
-    ds = ds.batch(job["global_batch"], drop_remainder=True).repeat().skip(start)
-    data_options = tf.data.Options()
-    data_options.experimental_distribute.auto_shard_policy = (
-        tf.data.experimental.AutoShardPolicy.DATA
-    )
-    iterator = iter(strategy.experimental_distribute_dataset(ds.with_options(data_options)))
-    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
-
-    def replica_step(images, labels):
-        with tf.GradientTape() as tape:
-            per_example = loss_fn(labels, model(images, training=True))
-            loss = tf.nn.compute_average_loss(per_example, global_batch_size=job["global_batch"])
-        grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply(grads, model.trainable_variables)  # all-reduces the gradients
-        return loss
-
-    @tf.function
-    def train_step(iterator):
-        images, labels = next(iterator)
-        loss = strategy.run(replica_step, args=(images, labels))
-        step.assign_add(1)
-        return strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None)
-
-    kill = job["kill"]
-    progress = (work / PROGRESS_FILE).open("a") if chief else None
-    while int(step.numpy()) < job["steps"]:
-        began = time.perf_counter()
-        loss = float(train_step(iterator))
-        seconds = time.perf_counter() - began
-        now = int(step.numpy())
-        if progress:
-            record = {"attempt": job["attempt"], "step": now, "loss": loss, "seconds": seconds}
-            progress.write(json.dumps(record) + "\n")
-            progress.flush()
-        if now % job["checkpoint_every"] == 0 or now == job["steps"]:
-            manager.save(checkpoint_number=now)
-        if kill and job["attempt"] == 0 and index == kill[0] and now == kill[1]:
-            os.kill(os.getpid(), signal.SIGKILL)
-    if not chief:
-        shutil.rmtree(own_dir, ignore_errors=True)
-
-
-if __name__ == "__main__":
-    follow_launcher()
-    worker_main(sys.argv[1], int(sys.argv[2]))
 
 
 def plot_recovery(recovered: ClusterResult, reference: ClusterResult, kill_step: int):

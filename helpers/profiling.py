@@ -14,10 +14,9 @@ import collections
 import dataclasses
 import re
 import statistics
-import time
 from pathlib import Path
 
-#: the name of the step markers :func:`capture` writes into the trace
+#: the name of the step markers notebook 07's ``capture`` writes into the trace
 STEP_NAME = "train"
 #: a TensorFlow op event: "scope/op_name:OpType"
 OP_EVENT = re.compile(r"^(?P<name>[^:]+):(?P<type>[A-Za-z_][A-Za-z0-9_]*)$")
@@ -61,40 +60,20 @@ class TraceSummary:
         return [(kind, ms, ms / whole) for kind, ms in totals.most_common()]
 
 
-def capture(step, steps: int, logdir, warmup: int = 3) -> Path:
-    """Run ``step()`` ``warmup`` times untraced (tracing and compiling stay out), then
-    ``steps`` times under the profiler, each marked as a step; return the ``.xplane.pb``.
-
-    ``step`` must return something whose ``numpy()`` waits for the step to finish (a loss)."""
-    import tensorflow as tf
-
-    for _ in range(warmup):
-        _wait(step())
-    logdir = Path(logdir)
-    began = time.time()
-    tf.profiler.experimental.start(str(logdir))
-    try:
-        for number in range(steps):
-            with tf.profiler.experimental.Trace(STEP_NAME, step_num=number, _r=1):
-                _wait(step())
-    finally:
-        tf.profiler.experimental.stop()
-    # runs are folders named by the second they started in: a second capture in the same
-    # second rewrites the same file, so look at when files were written, not at new names
-    new = [p for p in logdir.glob("plugins/profile/*/*.xplane.pb") if p.stat().st_mtime >= began]
+def trace_file(logdir, since: float) -> Path:
+    """The ``.xplane.pb`` a capture into ``logdir`` that began at ``since`` (``time.time()``)
+    wrote. Runs are folders named by the second they started in: a second capture in the same
+    second rewrites the same file, so this looks at when files were written, not at new names.
+    Used by: 07_scale_out_profile (its ``capture``)."""
+    files = Path(logdir).glob("plugins/profile/*/*.xplane.pb")
+    new = [p for p in files if p.stat().st_mtime >= since]
     if not new:
         raise RuntimeError(f"the profiler wrote no trace under {logdir}")
     return max(new, key=lambda p: p.stat().st_mtime)
 
 
-def _wait(result) -> None:
-    import tensorflow as tf
-
-    tf.nest.map_structure(lambda t: t.numpy() if hasattr(t, "numpy") else t, result)
-
-
 def read_trace(path) -> TraceSummary:
-    """Summarise the steps :func:`capture` marked in the trace at ``path``."""
+    """Summarise the steps ``capture`` (notebook 07) marked in the trace at ``path``."""
     from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
     space = xplane_pb2.XSpace()
@@ -251,7 +230,7 @@ def classifier_step(x, y, batch: int, decode_ms: float = 0.0, tuned: bool = Fals
     ``decode_ms`` per batch (a stand-in for decoding images). Untuned: the map runs one batch
     at a time, in line with training. Tuned: a parallel map and prefetch, so the waits overlap
     the steps; eight calls at once, since a decode that waits (here, or on storage) does not
-    use a core. Returns a ``step()`` for :func:`capture`."""
+    use a core. Returns a ``step()`` for notebook 07's ``capture``."""
     import time as clock
 
     import keras

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from helpers.strategy import LateConfigurationError, mirrored, split_cpu
+from helpers.strategy import LateConfigurationError, split_cpu
 
 
 @dataclasses.dataclass
@@ -72,26 +72,12 @@ def replica_devices(count: int, gpu_memory_mb: int | None = None) -> ReplicaDevi
     return ReplicaDevices("cpu", names, f"CPU split into {count} logical devices", True)
 
 
-def strategy_for(devices: ReplicaDevices, count: int):
-    """One device for 1 replica, else a ``MirroredStrategy`` over the first ``count`` devices.
-
-    Split devices sum gradients on one device: the sweep builds strategies over overlapping
-    sets, whose collectives would clash (see :func:`helpers.strategy.mirrored`); NCCL on
-    several real GPUs is left as it is."""
-    import tensorflow as tf
-
-    if count > len(devices.names):
-        raise ValueError(f"{count} replicas asked for, {len(devices.names)} devices present")
-    if count == 1:
-        return tf.distribute.OneDeviceStrategy(devices.names[0])
-    return mirrored(devices.names[:count], reduce_to_one=devices.shared_hardware)
-
-
 def sweep(
-    devices: ReplicaDevices, counts, x, y, per_replica_batch: int, epochs: int = 3, progress=None
+    strategy_for, counts, x, y, per_replica_batch: int, epochs: int = 3, progress=None
 ) -> list[dict]:
-    """Train the classifier of notebook 05 with ``fit`` on each replica count, keeping the batch
-    per replica fixed (the global batch grows with the replicas, as when GPUs are added).
+    """Train the classifier of notebook 05 with ``fit`` under ``strategy_for(count)`` (notebook
+    07 shows the ``MirroredStrategy`` it builds) on each replica count, keeping the batch per
+    replica fixed (the global batch grows with the replicas, as when GPUs are added).
 
     Returns one row per count: images/s (median of the epochs after the first), speedup over
     one replica, and scaling efficiency (speedup / replicas)."""
@@ -100,7 +86,7 @@ def sweep(
     rows = []
     for count in counts:
         run = fit_classifier(
-            strategy_for(devices, count),
+            strategy_for(count),
             x,
             y,
             per_replica_batch * count,

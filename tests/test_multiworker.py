@@ -1,5 +1,6 @@
 """MultiWorkerMirroredStrategy on local processes: the same training as one worker, and a run
-that survives a killed worker. Each cluster start costs a few seconds of process start-up."""
+that survives a killed worker. The workers run the script notebook 07 writes with its
+``%%writefile`` cells (multiworker.worker_script), so these tests prove the notebook's code."""
 
 import os
 import signal
@@ -15,6 +16,14 @@ from helpers import data, multiworker
 from helpers.environment import nvidia_smi
 
 STEPS, EVERY = 40, 20
+NOTEBOOK = Path(__file__).parent.parent / "notebooks" / "07_scale_out_profile.ipynb"
+
+
+def tf_config(addresses, index):
+    """Notebook 07's (imported here, not at collection: the lesson module imports TensorFlow)."""
+    from helpers.lessons.scale_out_profile import tf_config
+
+    return tf_config(addresses, index)
 
 
 @pytest.fixture(scope="module")
@@ -25,6 +34,7 @@ def work(tmp_path_factory):
     def folder(name):
         path = tmp_path_factory.mktemp(name)
         multiworker.write_data(path, images.x_train, images.y_train)
+        (path / multiworker.WORKER_FILE).write_text(multiworker.worker_script(NOTEBOOK))
         return path
 
     return folder
@@ -36,8 +46,22 @@ def two_workers(work):
     return multiworker.run_cluster(job, work("two"))
 
 
+def test_the_worker_script_is_the_notebooks_writefile_cells_in_order():
+    script = multiworker.worker_script(NOTEBOOK)
+    compile(script, "worker.py", "exec")  # one valid program, no magic left in it
+    assert "%%" not in script and script.index("follow_launcher()") < script.index(
+        "MultiWorkerMirroredStrategy("
+    ) < script.index("strategy.run(") < script.index("while ")
+
+
+def test_a_notebook_without_the_worker_cells_is_refused(tmp_path):
+    (tmp_path / "nb.ipynb").write_text('{"cells": [{"cell_type": "code", "source": ["x = 1"]}]}')
+    with pytest.raises(ValueError, match="writefile"):
+        multiworker.worker_script(tmp_path / "nb.ipynb")
+
+
 def test_tf_config_names_the_cluster_and_the_worker():
-    config = multiworker.tf_config(["localhost:1", "localhost:2"], 1)
+    config = tf_config(["localhost:1", "localhost:2"], 1)
     assert config == {
         "cluster": {"worker": ["localhost:1", "localhost:2"]},
         "task": {"type": "worker", "index": 1},
@@ -92,8 +116,11 @@ def test_the_cluster_gives_up_after_its_restarts(work):
         multiworker.run_cluster(job, work("gives_up"), max_restarts=0)
 
 
-def test_missing_data_is_a_clear_error(tmp_path):
+def test_missing_data_or_script_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="write_data"):
+        multiworker.run_cluster(multiworker.Job(), tmp_path)
+    multiworker.write_data(tmp_path, np.zeros((4, 2)), np.zeros(4))
+    with pytest.raises(FileNotFoundError, match="writefile"):
         multiworker.run_cluster(multiworker.Job(), tmp_path)
 
 
@@ -125,7 +152,7 @@ def test_keras_fit_still_fails_under_the_strategy_as_notebook_07_says():
     workers = [
         subprocess.Popen(
             [sys.executable, "-c", FIT_WORKER],
-            env={**os.environ, "TF_CONFIG": json.dumps(multiworker.tf_config(addresses, i))},
+            env={**os.environ, "TF_CONFIG": json.dumps(tf_config(addresses, i))},
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -179,10 +206,8 @@ def recorded_pids(folder: Path, workers: int) -> list[int]:
 
 
 @pytest.fixture
-def fake_workers(monkeypatch, tmp_path):
-    """Cheap workers (no TensorFlow) that wait forever; a folder with data for them."""
-    command = [sys.executable, FAKE_WORKER]
-    monkeypatch.setattr(multiworker, "_worker_command", lambda job, i: [*command, str(job), str(i)])
+def fake_workers(tmp_path):
+    """A folder with data for cheap workers (FAKE_WORKER: no TensorFlow) that wait forever."""
     multiworker.write_data(tmp_path, np.zeros((4, 2)), np.zeros(4))
     return tmp_path
 
@@ -193,7 +218,9 @@ def test_an_interrupted_cluster_leaves_no_process_behind(fake_workers, error):
         raise error("stopped by the learner")
 
     with pytest.raises(error, match="stopped by the learner"):
-        multiworker.run_cluster(multiworker.Job(workers=2), fake_workers, progress=interrupt)
+        multiworker.run_cluster(
+            multiworker.Job(workers=2), fake_workers, script=FAKE_WORKER, progress=interrupt
+        )
     pids = recorded_pids(fake_workers, 2)
     assert len(pids) == 4 and not left(pids)  # the workers, and the children they started
     assert not multiworker._LIVE
@@ -205,9 +232,8 @@ from pathlib import Path
 import numpy as np
 from helpers import multiworker
 folder, fake, how = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
-multiworker._worker_command = lambda job, i: [sys.executable, fake, str(job), str(i)]
 multiworker.write_data(folder, np.zeros((4, 2)), np.zeros(4))
-run = lambda: multiworker.run_cluster(multiworker.Job(workers=2), folder)
+run = lambda: multiworker.run_cluster(multiworker.Job(workers=2), folder, script=fake)
 if how == "exit":  # the kernel shuts down while a cell still runs the cluster
     os.environ["FAKE_WORKER_ALONE"] = "1"  # the workers do not watch: atexit must end them
     threading.Thread(target=run, daemon=True).start()

@@ -17,12 +17,13 @@ SWEEP = textwrap.dedent("""
     from helpers.logs import import_tensorflow
     from helpers import data, scaling
     tf = import_tensorflow()
+    from helpers.lessons.scale_out_profile import strategy_for  # notebook 07's
     devices = scaling.replica_devices(4)
     images = data.load("digits", verbose=False)
     counts = scaling.replica_counts(min(4, len(devices.names)))  # 4, or the GPUs there are
-    rows = scaling.sweep(devices, counts, images.x_train[:512], images.y_train[:512], 16,
-                         epochs=2)
-    kinds = [type(scaling.strategy_for(devices, n)).__name__ for n in (1, counts[-1])]
+    rows = scaling.sweep(lambda n: strategy_for(devices, n), counts, images.x_train[:512],
+                         images.y_train[:512], 16, epochs=2)
+    kinds = [type(strategy_for(devices, n)).__name__ for n in (1, counts[-1])]
     print(json.dumps({"rows": rows, "kind": devices.kind, "shared": devices.shared_hardware,
                       "kinds": kinds}))
 """)

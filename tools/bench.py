@@ -17,7 +17,7 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-from tools.course import BUILD
+from tools.course import BUILD, NOTEBOOKS
 
 CPU_SIZES = (256, 512, 1024, 2048)
 ACCELERATOR_SIZES = (256, 512, 1024, 2048, 4096, 8192)
@@ -154,12 +154,14 @@ import json, sys
 from helpers.logs import import_tensorflow
 from helpers import data, scaling
 tf = import_tensorflow()
+from helpers.lessons.scale_out_profile import strategy_for  # notebook 07's
 replicas, per_replica, images, epochs = map(int, sys.argv[1:5])
 devices = scaling.replica_devices(replicas)
 source = data.load("mnist", verbose=False)
 x, y, _ = data.repeat_to(source.x_train, source.y_train, images)
 counts = [1, len(devices.names)]
-rows = scaling.sweep(devices, counts, x, y, per_replica, epochs=epochs)
+rows = scaling.sweep(lambda n: strategy_for(devices, n), counts, x, y, per_replica,
+                     epochs=epochs)
 print(json.dumps({"description": devices.description, "rows": rows}))
 """
 
@@ -205,6 +207,8 @@ def bench_scaling(
         for workers in (1, 2):
             work = Path(folder) / str(workers)
             multiworker.write_data(work, source.x_train, source.y_train)
+            script = multiworker.worker_script(NOTEBOOKS / "07_scale_out_profile.ipynb")
+            (work / multiworker.WORKER_FILE).write_text(script)  # the notebook's worker.py
             job = multiworker.Job(
                 workers=workers, steps=worker_steps, global_batch=128, checkpoint_every=worker_steps
             )

@@ -1,6 +1,6 @@
-"""A stand-in for a helpers.multiworker worker; used by tests/test_multiworker.py.
+"""A stand-in for notebook 07's worker.py; used by tests/test_multiworker.py.
 
-    python fake_worker.py JOB_FILE INDEX
+    TF_CONFIG=... python fake_worker.py JOB_FILE
 
 It follows its launcher (as a real worker does), starts a child of its own, writes both
 process ids to ``pids<INDEX>`` beside the job file; the chief (index 0) then reports one step
@@ -16,7 +16,8 @@ from pathlib import Path
 
 from helpers.multiworker import PROGRESS_FILE, follow_launcher
 
-job_path, index = Path(sys.argv[1]), int(sys.argv[2])
+job_path = Path(sys.argv[1])
+index = json.loads(os.environ["TF_CONFIG"])["task"]["index"]
 if not os.environ.get("FAKE_WORKER_ALONE"):  # set: only the launcher's own cleanup can end it
     follow_launcher(interval_s=0.1)
 work = job_path.parent
