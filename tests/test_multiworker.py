@@ -98,6 +98,7 @@ def test_a_killed_worker_resumes_from_the_last_checkpoint(work, two_workers):
     )
     seen = []
     run = multiworker.run_cluster(job, work("killed"), progress=lambda *r: seen.append(r))
+    assert len(run.attempts) == 2, [(a.exit_codes, a.resumed_from, a.logs) for a in run.attempts]
     first, second = run.attempts
     assert not first.ok and -9 in first.exit_codes  # SIGKILL, as a vanished machine
     assert first.resumed_from == 0 and second.resumed_from == EVERY and second.ok
