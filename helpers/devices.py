@@ -263,36 +263,3 @@ def available_kinds(gpus: list[GPU], tpu: TPUStatus) -> dict[str, str]:
 def device_name(kind: str) -> str:
     """The TensorFlow device string for a kind ("tpu", "gpu", "cpu")."""
     return {"tpu": "/TPU:0", "gpu": "/GPU:0"}.get(kind, "/CPU:0")
-
-
-def placement_check(kind: str, size: int) -> dict:
-    """Multiply two ``size`` x ``size`` matrices on ``kind``'s device; report where and how long.
-
-    A sanity check, not a benchmark: the first call includes start-up work, and
-    the second is a single sample (notebook 02 measures properly). Each clock
-    stops only after the result is read back, so GPU work is really done.
-    Used by: 01.
-    """
-    import time
-
-    import tensorflow as tf
-
-    with tf.device(device_name(kind)):
-        a = tf.random.normal((size, size), seed=1)
-        timings = []
-        for _ in range(2):
-            start = time.perf_counter()
-            product = tf.matmul(a, a)
-            float(tf.reduce_sum(product))  # reading a value back waits for the device
-            timings.append(time.perf_counter() - start)
-    result = {
-        "placed on": product.device,
-        "first call (s)": round(timings[0], 4),
-        "second call (s)": round(timings[1], 4),
-        "second call GFLOP/s (one sample)": round(2 * size**3 / timings[1] / 1e9, 1),
-    }
-    if kind in ("gpu", "tpu"):
-        memory = tf.config.experimental.get_memory_info(device_name(kind).strip("/"))
-        result["device memory in use (MiB)"] = round(memory["current"] / 2**20, 1)
-        result["device memory peak (MiB)"] = round(memory["peak"] / 2**20, 1)
-    return result

@@ -1,13 +1,13 @@
-"""What runtime this is: platform, versions, the CUDA build and the NVIDIA driver.
+"""What runtime this is: the platform, and the GPUs ``nvidia-smi`` sees.
 
-Used by: 01_runtime_check (and every notebook that states where it ran).
+Notebook 01 reads the versions and the CUDA build (``tf.sysconfig.get_build_info()``) in its
+own cells. Used by: 01_runtime_check, 03, 06, and helpers that place work on GPUs.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
-import platform as _platform
 import shutil
 import subprocess
 from collections.abc import Callable, Mapping
@@ -83,51 +83,3 @@ def nvidia_smi(run: Callable = subprocess.run, which: Callable = shutil.which) -
     if done.returncode != 0:
         return []
     return parse_nvidia_smi(done.stdout)
-
-
-def build_info() -> dict:
-    """The CUDA and cuDNN versions this TensorFlow build expects (``None`` if CPU-only).
-
-    Used by: 01.
-    """
-    import tensorflow as tf
-
-    info = dict(tf.sysconfig.get_build_info())
-    return {
-        "is_cuda_build": bool(info.get("is_cuda_build", False)),
-        "cuda_version": info.get("cuda_version"),
-        "cudnn_version": info.get("cudnn_version"),
-    }
-
-
-def versions() -> dict:
-    """Python, TensorFlow, Keras and NumPy versions. Used by: 01."""
-    import keras
-    import numpy
-    import tensorflow as tf
-
-    return {
-        "Python": _platform.python_version(),
-        "TensorFlow": tf.__version__,
-        "Keras": keras.__version__,
-        "NumPy": numpy.__version__,
-    }
-
-
-def runtime_info(smi: list[dict] | None = None) -> dict:
-    """One ordered dict describing this runtime, ready to show as a table.
-
-    Used by: 01.
-    """
-    smi = nvidia_smi() if smi is None else smi
-    build = build_info()
-    machine = f"{_platform.machine()}, {os.cpu_count()} CPUs"
-    info = {"Platform": detect_platform(), "Machine": machine}
-    info.update(versions())
-    if build["is_cuda_build"]:
-        info["CUDA (TF built for)"] = build["cuda_version"] or "unknown"
-        info["cuDNN (TF built for)"] = build["cudnn_version"] or "unknown"
-    else:
-        info["CUDA (TF built for)"] = "none: this TensorFlow build is CPU-only"
-    info["NVIDIA driver"] = smi[0]["driver"] if smi else "none found (no nvidia-smi)"
-    return info

@@ -2,7 +2,8 @@
 
 Each row carries a probe run against the TensorFlow in this runtime, so the
 notebook shows, live, that the old call is gone. Source of the facts:
-TF 2.21 / Keras 3 release notes (summarised in the course's reference notes).
+TF 2.21 / Keras 3 release notes (summarised in the course's reference notes), and
+Keras 3's own errors: the ``ModelCheckpoint`` and ``fit`` probes call the real API.
 Used by: 01_runtime_check.
 """
 
@@ -55,6 +56,32 @@ def _gpu_device_name() -> str:
     return f"returns {name!r}" + (" (no GPU: an empty string, easy to miss)" if not name else "")
 
 
+def _checkpoint_weights_path() -> str:
+    """Probe: does ``ModelCheckpoint`` still take a TF-format weights path (``cp.ckpt``)?"""
+    import keras
+
+    try:  # the constructor checks the name; nothing is written
+        keras.callbacks.ModelCheckpoint("cp.ckpt", save_weights_only=True)
+    except ValueError as error:
+        return f"raises ValueError: {str(error).split(' (Keras')[0]}"
+    return "still accepted"
+
+
+def _fit_workers() -> str:
+    """Probe: does ``Model.fit`` still take ``workers`` and ``use_multiprocessing``?"""
+    import keras
+    import numpy as np
+
+    model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    x = np.zeros((2, 1), dtype="float32")
+    try:  # where still accepted, this trains one epoch on two numbers
+        model.fit(x, x, workers=2, use_multiprocessing=True, verbose=0)
+    except TypeError as error:
+        return f"raises TypeError: {error}"
+    return "still accepted"
+
+
 def _not_checkable() -> str:
     return "n/a (depends on the runtime)"
 
@@ -89,6 +116,17 @@ MIGRATIONS = [
         "optimizer.get_scaled_loss(loss)",
         "keras.optimizers.LossScaleOptimizer: opt.scale_loss(loss), then opt.apply(grads)",
         _has("keras.optimizers.LossScaleOptimizer.get_scaled_loss"),
+    ),
+    Migration(
+        "ModelCheckpoint('cp.ckpt', save_weights_only=True)",
+        "a filepath ending in .weights.h5 with save_weights_only=True; .keras for a full model",
+        _checkpoint_weights_path,
+    ),
+    Migration(
+        "model.fit(..., workers=4, use_multiprocessing=True)",
+        "tf.data (notebook 03), or a keras.utils.PyDataset whose __init__ calls "
+        "super().__init__(workers=4, use_multiprocessing=True)",
+        _fit_workers,
     ),
     Migration(
         "TPUClusterResolver() on Colab",

@@ -1,10 +1,12 @@
-"""Training throughput: steady-state epoch time and images/s of ``model.fit``,
-and the knobs that change it (device, batch size, mixed precision, XLA).
+"""Training throughput, measured: each epoch's seconds of ``model.fit``, the steady state,
+images/s, and what they say about the device, batch size, mixed precision and XLA.
 
-The first epoch traces and compiles, so it is reported apart; the steady state
-is the median of the later epochs. Keras reads the loss back at each epoch's
-end, so the epoch clock includes the device's work.
-Used by: 02_gpu_vs_cpu_benchmark.
+Notebook 02 writes the training itself in its own cells (``OneDeviceStrategy``,
+``set_global_policy``, ``jit_compile``); this module keeps the harness and the display. The
+first epoch traces and compiles, so it is reported apart; the steady state is the median of
+the later epochs. Keras reads the loss back at each epoch's end, so the epoch clock includes
+the device's work.
+Used by: 02_gpu_vs_cpu_benchmark (:func:`epoch_timer` also by 05, diagnose, distribute).
 """
 
 from __future__ import annotations
@@ -12,8 +14,6 @@ from __future__ import annotations
 import statistics
 import time
 from contextlib import contextmanager
-
-from helpers.devices import device_name
 
 
 def cpu_supports_bfloat16(cpuinfo: str | None = None) -> bool:
@@ -55,52 +55,36 @@ def precision(policy: str | None):
         keras.mixed_precision.set_global_policy(previous)
 
 
-def fit_throughput(
-    build_model,
-    x,
-    y,
+def epoch_result(
+    seconds: list[float],
+    images: int,
     *,
-    kind: str = "cpu",
-    device: str | None = None,
-    batch_size: int = 128,
-    epochs: int = 3,
-    policy: str | None = None,
-    jit_compile: bool = False,
-    label: str = "",
+    label: str,
+    kind: str,
+    device: str,
+    batch_size: int,
+    policy: str = "float32",
+    xla: bool = False,
 ) -> dict:
-    """Train a fresh model from ``build_model()`` on ``kind``'s device and time each epoch.
+    """One training run's result from its epochs' seconds (:func:`epoch_timer`).
 
-    ``device`` names the device in the result (default: ``kind``).
-
-    Returns first-epoch seconds, steady-state (median of later epochs) seconds
-    and images/s, with the device, batch size, policy and XLA setting.
+    The first epoch (tracing, compiling) is kept apart; the steady state is the median of the
+    later ones, and images/s is ``images`` per steady-state epoch. Used by: 02.
     """
-    import keras
-    import tensorflow as tf
-
-    if epochs < 2:
-        raise ValueError("epochs must be at least 2: the first epoch compiles")
-    timer = epoch_timer()
-    strategy = tf.distribute.OneDeviceStrategy(device_name(kind))
-    with precision(policy), strategy.scope():
-        keras.utils.set_random_seed(0)
-        model = build_model()
-        model.compile(
-            optimizer="adam", loss="sparse_categorical_crossentropy", jit_compile=jit_compile
-        )
-        model.fit(x, y, batch_size=batch_size, epochs=epochs, verbose=0, callbacks=[timer])
-    steady = statistics.median(timer.seconds[1:])
+    if len(seconds) < 2:
+        raise ValueError(f"got {len(seconds)} epoch time(s); need at least 2: the first compiles")
+    steady = statistics.median(seconds[1:])
     return {
-        "label": label or model.name,
+        "label": label,
         "kind": kind,
-        "device": device or kind,
+        "device": device,
         "batch_size": batch_size,
-        "policy": policy or "float32",
-        "xla": jit_compile,
-        "first_epoch_s": timer.seconds[0],
+        "policy": policy,
+        "xla": xla,
+        "first_epoch_s": seconds[0],
         "epoch_s": steady,
-        "images_per_s": len(x) / steady,
-        "epochs": epochs,
+        "images_per_s": images / steady,
+        "epochs": len(seconds),
     }
 
 
@@ -124,7 +108,9 @@ def _epoch_timer_class():
 
 
 def epoch_timer():
-    """A Keras callback recording each epoch's wall-clock seconds in ``.seconds``."""
+    """A Keras callback recording each epoch's wall-clock seconds in ``.seconds``.
+
+    Used by: 02, 05, and helpers.diagnose and helpers.distribute."""
     return _epoch_timer_class()()
 
 
@@ -167,19 +153,12 @@ def plot_batch_sweep(results: list[dict], title: str = "Throughput vs batch size
     return fig
 
 
-def compare_devices(build_model, x, y, kinds: dict[str, str], **fit_args) -> list[dict]:
-    """The same training run on each device kind present (``{"cpu": name, "gpu": name}``)."""
-    results = []
-    for kind, name in kinds.items():
-        results.append(fit_throughput(build_model, x, y, kind=kind, device=name, **fit_args))
-    return results
-
-
 def speedup_lines(results: list[dict]) -> list[str]:
-    """What the measurements say: each accelerator's speedup over the CPU, or why there is none."""
-    cpu = next((r for r in results if r["kind"] == "cpu"), None)
-    others = [r for r in results if r["kind"] != "cpu"]
-    if cpu is None or not others:
+    """What the measurements say: each accelerator's speedup over the CPU on the same model
+    (runs paired by ``label``), or why there is none. Used by: 02."""
+    cpus = {r["label"]: r for r in results if r["kind"] == "cpu"}
+    pairs = [(r, cpus[r["label"]]) for r in results if r["kind"] != "cpu" and r["label"] in cpus]
+    if not pairs:
         return [
             "CPU only: no speedup can be measured on this runtime. In Colab, choose "
             "Runtime > Change runtime type > T4 GPU and run the notebook again."
@@ -187,31 +166,17 @@ def speedup_lines(results: list[dict]) -> list[str]:
     return [
         f"{r['label']}: {r['device']} trained {speedup(r, cpu):.1f}x the images/s of the CPU "
         f"({r['images_per_s']:.0f} vs {cpu['images_per_s']:.0f}, measured in this run)."
-        for r in others
+        for r, cpu in pairs
     ]
 
 
-def knob_runs(build_model, x, y, kind: str, **fit_args) -> list[dict]:
-    """float32 baseline, the device's mixed-precision policy (where one helps), and XLA."""
-    runs = [fit_throughput(build_model, x, y, kind=kind, label="float32", **fit_args)]
-    policy = mixed_policy_for(kind)
-    if policy:
-        runs.append(
-            fit_throughput(build_model, x, y, kind=kind, policy=policy, label=policy, **fit_args)
-        )
-    runs.append(
-        fit_throughput(build_model, x, y, kind=kind, jit_compile=True, label="XLA", **fit_args)
-    )
-    return runs
-
-
 def knob_lines(runs: list[dict]) -> list[str]:
-    """Each knob's effect as a ratio of images/s to the float32 baseline, from this run."""
+    """Each knob's effect as a ratio of images/s to the first run (the float32 baseline).
+
+    Used by: 02."""
     base, lines = runs[0], []
     for run in runs[1:]:
         ratio = speedup(run, base)
         verdict = "faster" if ratio > 1.05 else "slower" if ratio < 0.95 else "about the same"
         lines.append(f"{run['label']}: {ratio:.2f}x the float32 images/s ({verdict}).")
-    if not any(r["policy"] != "float32" for r in runs):
-        lines.append("No mixed-precision policy helps on this device (no native bfloat16/float16).")
     return lines

@@ -4,8 +4,10 @@ repeats, and the median with its spread.
 Accelerators run asynchronously: a call returns when the work is queued, not
 done. The first call of a ``tf.function`` also traces and compiles. Timing one
 first call without a sync (what many posts do) measures neither the compute
-nor its steady state; :func:`naive` does exactly that so notebooks can show the
-difference. Used by: every benchmark in the course (02, 03, 04, 05, 06, 07).
+nor its steady state. Notebook 02 writes the technique out in its own cells, next to
+the naive way and ``timeit``; this module is the same technique as the harness the rest
+of the course uses. Used by: every benchmark in the course (02's roofline, 03, 04, 05,
+06, 07, ``make bench``).
 """
 
 from __future__ import annotations
@@ -127,13 +129,3 @@ def measure(
         work=work,
         work_unit=work_unit,
     )
-
-
-def naive(fn: Callable[[], object], clock: Callable[[], float] = time.perf_counter) -> float:
-    """How many posts time code: one first call, no warm-up, no device sync. Don't.
-
-    Shown beside :func:`measure` so the difference can be seen. Used by: 02.
-    """
-    start = clock()
-    fn()
-    return clock() - start

@@ -40,18 +40,3 @@ def test_nvidia_smi_absent_failing_and_present():
     assert environment.nvidia_smi(run_fail, which=found) == []
     assert environment.nvidia_smi(run_hang, which=found) == []
     assert len(environment.nvidia_smi(run_ok, which=found)) == 2
-
-
-def test_runtime_info_on_this_build(tf):
-    info = environment.runtime_info(smi=[])
-    assert info["TensorFlow"] == tf.__version__
-    build = tf.sysconfig.get_build_info()
-    if build.get("is_cuda_build"):  # tensorflow[and-cuda]: the CUDA it was built for
-        assert info["CUDA (TF built for)"] == (build.get("cuda_version") or "unknown")
-        assert "cuDNN (TF built for)" in info
-    else:
-        assert "CPU-only" in info["CUDA (TF built for)"]
-        assert "cuDNN (TF built for)" not in info
-    assert info["NVIDIA driver"].startswith("none")
-    with_gpu = environment.runtime_info(smi=environment.parse_nvidia_smi(SMI))
-    assert with_gpu["NVIDIA driver"] == "550.54.15"

@@ -63,6 +63,10 @@ def test_notebook_runs_twice_in_one_kernel_with_test_parameters(path):
     assert result.device != "not stated", "the notebook must say which device ran it"
     if path.stem == "04_dcgan":  # which batch norm and dropout ran (helpers.layers.describe)
         assert "Our step's batch norm: " in result.executed.read_text()
+    if path.stem == "01_runtime_check":  # the child really lost its GPUs, whatever this has
+        assert 'a child process with CUDA_VISIBLE_DEVICES=\\"\\": 0 GPU(s)' in (
+            result.executed.read_text()
+        )
 
 
 @pytest.mark.parametrize(

@@ -33,32 +33,31 @@ def tiny_data():
     return rng.integers(0, 255, (64, 28, 28, 1), dtype=np.uint8), rng.integers(0, 10, 64)
 
 
-def test_fit_throughput_reports_steady_state(tf, tiny_data):
-    x, y = tiny_data
-    result = throughput.fit_throughput(models.mnist_cnn, x, y, batch_size=32, epochs=3)
-    assert result["device"] == "cpu" and result["policy"] == "float32" and not result["xla"]
-    assert result["images_per_s"] == pytest.approx(64 / result["epoch_s"])
-    assert result["first_epoch_s"] > 0
-    rows = throughput.result_rows([result])
-    assert rows[0][:5] == ["mnist_cnn", "cpu", 32, "float32", "off"]
-
-
-def test_fit_throughput_under_mixed_bfloat16(tf, tiny_data):
-    x, y = tiny_data
-    result = throughput.fit_throughput(
-        models.mnist_cnn,
-        x,
-        y,
-        batch_size=32,
-        epochs=2,
-        policy="mixed_bfloat16",
+def test_epoch_result_keeps_the_first_epoch_apart():
+    result = throughput.epoch_result(
+        [9.0, 2.0, 4.0, 3.0], 600, label="mnist_cnn", kind="gpu", device="Tesla T4",
+        batch_size=32, policy="mixed_float16", xla=True,
     )
-    assert result["policy"] == "mixed_bfloat16"
+    assert result["first_epoch_s"] == 9.0 and result["epoch_s"] == 3.0  # median of 2, 4, 3
+    assert result["images_per_s"] == pytest.approx(200.0) and result["epochs"] == 4
+    rows = throughput.result_rows([result])
+    assert rows[0] == ["mnist_cnn", "Tesla T4", 32, "mixed_float16", "on", "9.00", "3.000", "200"]
 
 
-def test_one_epoch_cannot_give_a_steady_state(tf, tiny_data):
-    with pytest.raises(ValueError, match="at least 2"):
-        throughput.fit_throughput(models.mnist_cnn, *tiny_data, epochs=1)
+def test_one_epoch_cannot_give_a_steady_state():
+    with pytest.raises(ValueError, match="need at least 2"):
+        throughput.epoch_result([1.0], 64, label="x", kind="cpu", device="CPU", batch_size=32)
+
+
+def test_epoch_timer_times_each_epoch_of_a_real_fit(tf, tiny_data):
+    import keras
+
+    model = models.mnist_cnn()
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    timer = throughput.epoch_timer()
+    model.fit(*tiny_data, batch_size=32, epochs=2, verbose=0, callbacks=[timer])
+    assert len(timer.seconds) == 2 and all(s > 0 for s in timer.seconds)
+    assert isinstance(timer, keras.callbacks.Callback)
 
 
 def test_models_build_with_float32_outputs(tf):
@@ -91,6 +90,19 @@ def test_speedup_lines_never_invent_a_number():
     assert "Tesla T4 trained 25.0x the images/s of the CPU (2500 vs 100" in line
 
 
+def test_speedups_pair_each_model_with_its_own_cpu_run():
+    runs = [
+        {"kind": kind, "label": label, "device": kind.upper(), "images_per_s": ips}
+        for kind, label, ips in [
+            ("cpu", "mnist_cnn", 100.0), ("gpu", "mnist_cnn", 1000.0),
+            ("cpu", "cifar_cnn", 50.0), ("gpu", "cifar_cnn", 1000.0),
+        ]
+    ]
+    mnist, cifar = throughput.speedup_lines(runs)
+    assert mnist.startswith("mnist_cnn: GPU trained 10.0x") and "(1000 vs 100," in mnist
+    assert cifar.startswith("cifar_cnn: GPU trained 20.0x") and "(1000 vs 50," in cifar
+
+
 def test_knob_lines():
     base = {"label": "float32", "policy": "float32", "images_per_s": 100.0}
     mixed = {"label": "mixed_bfloat16", "policy": "mixed_bfloat16", "images_per_s": 150.0}
@@ -100,14 +112,3 @@ def test_knob_lines():
         "mixed_bfloat16: 1.50x the float32 images/s (faster).",
         "XLA: 0.40x the float32 images/s (slower).",
     ]
-    assert "No mixed-precision policy" in throughput.knob_lines([base, xla])[-1]
-
-
-def test_compare_devices_and_knobs_on_this_cpu(tf, tiny_data):
-    x, y = tiny_data
-    results = throughput.compare_devices(
-        models.mnist_cnn, x, y, {"cpu": "CPU (2 cores)"}, batch_size=32, epochs=2
-    )
-    assert [r["device"] for r in results] == ["CPU (2 cores)"] and results[0]["kind"] == "cpu"
-    runs = throughput.knob_runs(models.mnist_cnn, x, y, "cpu", batch_size=32, epochs=2)
-    assert runs[0]["label"] == "float32" and runs[-1]["xla"] is True
