@@ -1,6 +1,9 @@
 """Notebook 03's pipelines (``helpers.lessons.tfdata_pipelines``, generated from its
 ``#@save`` cells) and the plumbing left in ``helpers.pipelines``."""
 
+import os
+import time
+
 import numpy as np
 import pytest
 
@@ -97,3 +100,40 @@ def test_epoch_seconds(tf, lesson, digits):
     ds = lesson.finish(tf.data.Dataset.from_tensor_slices((x, y)), 32)
     result = pipelines.epoch_seconds(ds, epochs=3)
     assert result["first_epoch_s"] > 0 and result["epoch_s"] > 0
+
+
+@pytest.fixture
+def fake_nvidia_smi(tmp_path, monkeypatch):
+    """An ``nvidia-smi`` on PATH that prints a utilisation of 37 every 20 ms until stopped,
+    and records its process id and the arguments it was given."""
+    script = tmp_path / "nvidia-smi"
+    script.write_text(
+        f'#!/bin/sh\necho $$ > {tmp_path}/pid\necho "$@" > {tmp_path}/args\n'
+        "while true; do echo 37; sleep 0.02; done\n"
+    )
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    return tmp_path
+
+
+def test_gpu_utilisation_is_sampled_while_the_work_runs(lesson, fake_nvidia_smi):
+    samples = lesson.gpu_utilisation_during(lambda: time.sleep(0.5), interval_ms=20)
+    assert samples and set(samples) == {37}
+    args = (fake_nvidia_smi / "args").read_text().split()
+    assert "--query-gpu=utilization.gpu" in args and "-lms" in args
+
+
+def test_the_sampler_stops_when_the_work_fails(lesson, fake_nvidia_smi):
+    started = []
+
+    def work():
+        time.sleep(0.2)
+        started.append(True)
+        raise RuntimeError("training failed")
+
+    with pytest.raises(RuntimeError, match="training failed"):
+        lesson.gpu_utilisation_during(work, interval_ms=20)
+    assert started
+    pid = int((fake_nvidia_smi / "pid").read_text())
+    with pytest.raises(ProcessLookupError):  # the sampler was ended and reaped
+        os.kill(pid, 0)

@@ -114,3 +114,24 @@ def count_examples(ds):
     """Examples in one pass over a batched ``(images, labels)`` dataset."""
     return int(ds.reduce(tf.constant(0, tf.int64),
                          lambda n, batch: n + tf.shape(batch[0], out_type=tf.int64)[0]))
+
+
+import subprocess
+import threading
+
+
+def gpu_utilisation_during(work, interval_ms=100):
+    """Run ``work()`` while nvidia-smi samples GPU 0's utilisation (%); return the samples."""
+    query = ["nvidia-smi", "-i", "0", "--query-gpu=utilization.gpu",
+             "--format=csv,noheader,nounits", "-lms", str(interval_ms)]
+    sampler, samples = subprocess.Popen(query, stdout=subprocess.PIPE, text=True), []
+    reader = threading.Thread(target=lambda: samples.extend(
+        int(line) for line in sampler.stdout if line.strip().isdigit()), daemon=True)
+    reader.start()
+    try:
+        work()
+    finally:
+        sampler.terminate()
+        sampler.wait()
+        reader.join(timeout=5)
+    return samples
