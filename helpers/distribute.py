@@ -76,9 +76,9 @@ def tfrecord_input_fn(directory, global_batch: int):
 
     import tensorflow as tf
 
-    from helpers.pipelines import MANIFEST, _parse
+    from helpers.lessons.tfdata_pipelines import parse_fn  # notebook 03's parser
 
-    manifest = json.loads((Path(directory) / MANIFEST).read_text())
+    manifest = json.loads((Path(directory) / "manifest.json").read_text())
     paths = [str(Path(directory) / name) for name in sorted(manifest["files"])]
 
     def input_fn(context):
@@ -86,10 +86,10 @@ def tfrecord_input_fn(directory, global_batch: int):
         files = tf.data.Dataset.from_tensor_slices(paths)
         files = files.shard(context.num_input_pipelines, context.input_pipeline_id)
         records = files.interleave(
-            lambda p: tf.data.TFRecordDataset(p, compression_type=manifest["compression"] or ""),
+            lambda p: tf.data.TFRecordDataset(p, compression_type=manifest["compression"]),
             num_parallel_calls=tf.data.AUTOTUNE,
         )
-        ds = records.map(_parse(manifest["shape"]), num_parallel_calls=tf.data.AUTOTUNE)
+        ds = records.map(parse_fn(manifest["shape"]), num_parallel_calls=tf.data.AUTOTUNE)
         return ds.repeat().batch(batch, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
 
     return input_fn

@@ -6,6 +6,8 @@ a file, reading each record, decoding (``map``) and a training step, each a
 ``time.sleep`` so the numbers do not depend on the CPU. Each variant adds one
 optimisation to the naive pipeline, then all are combined. Every event is
 logged with its start and end, so a timeline shows what overlaps.
+This module is the harness (simulated files and decoding, timing, timelines); the
+transformations compared are the notebook's own (``helpers.lessons.tfdata_pipelines``).
 The idea is TF's data-performance guide's; the code is ours.
 Used by: 03_tfdata_pipelines and ``make bench``.
 """
@@ -16,8 +18,6 @@ import statistics
 import threading
 import time
 from dataclasses import dataclass
-
-AUTOTUNE = -1  # tf.data.AUTOTUNE
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,7 @@ def _mapper(lat: Latencies, log: EventLog):
     return fn
 
 
-#: Each variant: which optimisations it switches on.
+#: Each variant: which optimisations it switches on (keyword arguments of the pipeline).
 VARIANTS = {
     "naive": {},
     "prefetch": {"prefetch": True},
@@ -111,50 +111,27 @@ VARIANTS = {
 }
 
 
-def build(
-    lat: Latencies,
-    log: EventLog,
-    *,
-    prefetch=False,
-    interleave=False,
-    parallel_map=False,
-    cache=False,
-    vectorize=False,
-):
-    """The pipeline for one variant: files -> records -> (batch) -> map -> cache -> prefetch."""
+def build(lat: Latencies, log: EventLog, pipeline, **flags):
+    """One variant's dataset: ``pipeline(files, read_file, decode, batch_size, **flags)``
+    (the notebook's own transformations) over the simulated files, with tf.data's own
+    rewrites switched off so that each variant shows exactly the optimisations it names."""
     import tensorflow as tf
 
     files = tf.data.Dataset.range(lat.files)
     # the source is a Python generator: AutoGraph has nothing to convert there
-    source = tf.autograph.experimental.do_not_convert(lambda i: _source(lat, log, i))
-    ds = files.interleave(
-        source,
-        cycle_length=lat.files if interleave else 1,
-        num_parallel_calls=AUTOTUNE if interleave else None,
-        deterministic=False if interleave else None,
-    )
-    decode = _mapper(lat, log)
-    calls = AUTOTUNE if parallel_map else None
-    if vectorize:  # batch first, then one map call per batch
-        ds = ds.batch(lat.batch_size).map(decode, num_parallel_calls=calls)
-    else:
-        ds = ds.map(decode, num_parallel_calls=calls).batch(lat.batch_size)
-    if cache:
-        ds = ds.cache()
-    if prefetch:
-        ds = ds.prefetch(AUTOTUNE)
-    # tf.data quietly rewrites pipelines (it fuses map and batch, appends a prefetch);
-    # switch that off so that each variant shows exactly the optimisations it names
+    read_file = tf.autograph.experimental.do_not_convert(lambda i: _source(lat, log, i))
+    ds = pipeline(files, read_file, _mapper(lat, log), lat.batch_size, **flags)
+    # tf.data quietly rewrites pipelines (it fuses map and batch, appends a prefetch)
     options = tf.data.Options()
     options.experimental_optimization.apply_default_optimizations = False
     options.experimental_optimization.inject_prefetch = False
     return ds.with_options(options)
 
 
-def run(lat: Latencies, epochs: int = 3, **options) -> tuple[list[float], EventLog]:
+def run(lat: Latencies, pipeline, epochs: int = 3, **flags) -> tuple[list[float], EventLog]:
     """Iterate ``epochs`` epochs with a simulated training step; return each epoch's seconds."""
     log = EventLog()
-    ds = build(lat, log, **options)
+    ds = build(lat, log, pipeline, **flags)
     seconds = []
     for _ in range(epochs):
         start = time.perf_counter()
@@ -164,8 +141,10 @@ def run(lat: Latencies, epochs: int = 3, **options) -> tuple[list[float], EventL
     return seconds, log
 
 
-def compare(lat: Latencies, epochs: int = 3, variants=VARIANTS) -> list[dict]:
-    """Every variant's first and steady-state epoch, and its speedup over naive (same run).
+def compare(lat: Latencies, pipeline, epochs: int = 3, variants=VARIANTS) -> list[dict]:
+    """Every variant of ``pipeline`` (a function of ``files, read_file, decode, batch_size``
+    and the flags in ``variants``; notebook 03 writes it): its first and steady-state epoch,
+    and its speedup over naive (same run).
 
     As everywhere in the course, the first epoch is reported apart (here it also fills
     the cache) and the steady state is the median of the later epochs.
@@ -174,7 +153,7 @@ def compare(lat: Latencies, epochs: int = 3, variants=VARIANTS) -> list[dict]:
         raise ValueError("epochs must be at least 2: the first epoch is reported apart")
     results = []
     for name, options in variants.items():
-        seconds, log = run(lat, epochs, **options)
+        seconds, log = run(lat, pipeline, epochs, **options)
         results.append(
             {
                 "variant": name,

@@ -2,7 +2,7 @@ import time
 
 import pytest
 
-from helpers import data, diagnose, models, pipelines
+from helpers import data, diagnose, models
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +38,9 @@ def _check_structure(result, epochs):
 
 def test_an_in_memory_pipeline_is_diagnosed(tf, model_and_data):
     model, x, y = model_and_data
-    result = diagnose.input_bound(model, pipelines.from_memory(x, y, 64), steps=4)
+    result = diagnose.input_bound(
+        model, tf.data.Dataset.from_tensor_slices((x, y)).batch(64), steps=4
+    )
     _check_structure(result, epochs=3)
 
 
@@ -66,4 +68,6 @@ def test_a_slow_pipeline_is_diagnosed_from_real_epochs(tf, model_and_data):
 def test_one_epoch_is_refused(tf, model_and_data):
     model, x, y = model_and_data
     with pytest.raises(ValueError, match="epochs must be at least 2"):
-        diagnose.input_bound(model, pipelines.from_memory(x, y, 64), steps=2, epochs=1)
+        diagnose.input_bound(
+            model, tf.data.Dataset.from_tensor_slices((x, y)).batch(64), steps=2, epochs=1
+        )

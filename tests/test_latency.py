@@ -5,8 +5,16 @@ from helpers import latency
 FAST = latency.Latencies().scaled(0.1)
 
 
-def test_naive_pays_every_latency_in_sequence(tf):
-    seconds, log = latency.run(FAST, epochs=2)
+@pytest.fixture(scope="module")
+def pipeline(tf):
+    """Notebook 03's pipeline function, the one the benchmark compares."""
+    from helpers.lessons.tfdata_pipelines import latency_pipeline
+
+    return latency_pipeline
+
+
+def test_naive_pays_every_latency_in_sequence(pipeline):
+    seconds, log = latency.run(FAST, pipeline, epochs=2)
     kinds = [kind for kind, _, _ in log.events]
     lat = FAST
     assert kinds.count("open") == 2 * lat.files
@@ -18,8 +26,8 @@ def test_naive_pays_every_latency_in_sequence(tf):
     assert all(b[1] >= a[2] for a, b in zip(ordered, ordered[1:], strict=False))
 
 
-def test_each_optimisation_changes_what_it_should(tf):
-    results = {r["variant"]: r for r in latency.compare(FAST, epochs=2)}
+def test_each_optimisation_changes_what_it_should(pipeline):
+    results = {r["variant"]: r for r in latency.compare(FAST, pipeline, epochs=2)}
     naive = results["naive"]
     assert naive["speedup"] == 1.0
     # cache: only the first epoch opens and reads; the second comes from memory
@@ -56,15 +64,18 @@ def test_each_optimisation_changes_what_it_should(tf):
     )
 
 
-def test_overlap_is_visible_in_the_event_log(tf):
-    _, log = latency.run(FAST, epochs=2, interleave=True)
+def test_overlap_is_visible_in_the_event_log(pipeline):
+    _, log = latency.run(FAST, pipeline, epochs=2, interleave=True)
     opens = sorted((s, e) for k, s, e in log.events if k == "open")
     assert any(b[0] < a[1] for a, b in zip(opens, opens[1:], strict=False))  # parallel opens
 
 
-def test_table_and_timeline(tf):
+def test_table_and_timeline(pipeline):
     results = latency.compare(
-        FAST, epochs=2, variants={"naive": {}, "all combined": {"prefetch": True, "cache": True}}
+        FAST,
+        pipeline,
+        epochs=2,
+        variants={"naive": {}, "all combined": {"prefetch": True, "cache": True}},
     )
     rows = latency.table_rows(results)
     assert rows[0][0] == "naive" and rows[0][-1] == "1.0x"
@@ -74,4 +85,4 @@ def test_table_and_timeline(tf):
 
 def test_one_epoch_is_refused():
     with pytest.raises(ValueError):
-        latency.compare(FAST, epochs=1)
+        latency.compare(FAST, None, epochs=1)

@@ -83,13 +83,16 @@ def bench_tfdata(
 
     import tensorflow as tf
 
-    from helpers import data, devices, diagnose, latency, models, pipelines
+    from helpers import data, devices, diagnose, latency, models
+    from helpers.lessons import tfdata_pipelines as lesson  # notebook 03's pipelines
 
     kinds = devices.available_kinds(devices.list_gpus(), devices.detect_tpu())
     kind = list(kinds)[-1]
     results = {
         r["variant"]: r
-        for r in latency.compare(latency.Latencies().scaled(latency_scale), epochs=epochs)
+        for r in latency.compare(
+            latency.Latencies().scaled(latency_scale), lesson.latency_pipeline, epochs=epochs
+        )
     }
     naive, best = results["naive"]["epoch_s"], results["all combined"]["epoch_s"]
     records = [
@@ -106,8 +109,8 @@ def bench_tfdata(
     source = data.load("mnist", verbose=False)
     x, y, _ = data.repeat_to(source.x_train, source.y_train, images)
     with tempfile.TemporaryDirectory() as folder:
-        pipelines.write_tfrecords(x, y, folder, shards=4)
-        ds, _ = pipelines.read_tfrecords(folder, 128, shuffle=len(x))
+        lesson.write_tfrecords(x, y, folder, shards=4)
+        ds = lesson.read_tfrecords(folder, 128, shuffle=len(x))
         with tf.distribute.OneDeviceStrategy(devices.device_name(kind)).scope():
             model = models.mnist_cnn()
             model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
