@@ -1,6 +1,7 @@
-"""Memory tools: configure accelerator memory before TensorFlow starts, measure what a
-step uses, search for the largest batch that trains, and reach a large effective batch
-in small memory with gradient accumulation.
+"""Memory plumbing for notebook 06: the course's message when a device setting comes too
+late, memory measured in a child process, the largest-batch search, and the memory estimate.
+The lessons themselves (memory growth and limits, catching an OOM, gradient accumulation) are
+written in the notebook's cells (helpers.lessons.out_of_memory holds its ``#@save`` ones).
 
 Used by: 06_out_of_memory.
 """
@@ -19,10 +20,10 @@ import numpy as np
 from helpers.strategy import LateConfigurationError
 
 LATE_MESSAGE = (
-    "GPU memory settings must be applied before TensorFlow's first operation, and this "
-    "session has already started its GPUs. Restart the kernel (Colab: Runtime > Restart "
-    "session) and run this cell before anything else, or start Python with "
-    "TF_FORCE_GPU_ALLOW_GROWTH=true."
+    "Device settings (GPU memory growth or limits, logical devices) must be applied before "
+    "TensorFlow's first operation, and this session has already started its devices. Restart "
+    "the kernel (Colab: Runtime > Restart session) and run this cell before anything else, or, "
+    "for memory growth, start Python with TF_FORCE_GPU_ALLOW_GROWTH=true."
 )
 
 SWITCH_MESSAGE = (
@@ -31,69 +32,25 @@ SWITCH_MESSAGE = (
 )
 
 
-def _describe(growth: bool, limit_mb: int | None) -> str:
-    if limit_mb:
-        return f"a {limit_mb} MiB limit"
-    return "memory growth" if growth else "TensorFlow's defaults"
+def late_error(error: BaseException, asked: str) -> LateConfigurationError:
+    """The course's clear message for TensorFlow's error when a device setting comes too late.
 
-
-def _in_force(tf, gpu) -> tuple[bool, int | None] | None:
-    """``(growth, limit_mb)`` that TensorFlow holds for ``gpu``; None where it cannot say."""
-    try:
-        growth = tf.config.experimental.get_memory_growth(gpu)
-        virtual = tf.config.get_logical_device_configuration(gpu)
-    except (ValueError, TypeError, AttributeError):
-        return None
-    if virtual and len(virtual) == 1 and virtual[0].memory_limit is not None:
-        return bool(growth), int(virtual[0].memory_limit)
-    if virtual:
-        return None  # several logical devices: not something this function sets
-    return bool(growth), None
-
-
-def configure_gpu_memory(growth: bool = True, limit_mb: int | None = None, gpus=None) -> str:
-    """Memory growth, or a hard limit per GPU; says what it did.
-
-    Asking again for what is in force does nothing and says so, so "Run all" twice works.
-    Asking for something else once TensorFlow has started its GPUs (or a change TensorFlow
-    cannot make, such as growth on top of a limit) raises
-    :class:`helpers.strategy.LateConfigurationError`, saying what is in force and what to do,
-    instead of TF's "Physical devices cannot be modified after being initialized".
-    Used by: 06_out_of_memory (and its child processes).
+    ``error`` is what TensorFlow raised (``RuntimeError: Physical devices cannot be modified
+    after being initialized``, ``Virtual devices cannot ...``, or the ``ValueError`` for memory
+    growth on top of a limit); ``asked`` says what was asked for. The notebook raises or prints
+    the result. Used by: 06_out_of_memory.
     """
-    import tensorflow as tf
+    why = SWITCH_MESSAGE if "virtual devices configured" in str(error) else LATE_MESSAGE
+    return LateConfigurationError(f"Asked for {asked}, too late. {why}")
 
-    gpus = tf.config.list_physical_devices("GPU") if gpus is None else gpus
-    if not gpus:
-        return "No GPU: nothing to configure (the CPU uses host memory)."
-    limit = int(limit_mb) if limit_mb else None
-    wanted = (bool(growth) and limit is None, limit)
-    state = {gpu: _in_force(tf, gpu) for gpu in gpus}
-    if all(now == wanted for now in state.values()):
-        said = _describe(*wanted)
-        return f"{said[0].upper()}{said[1:]} already in force for {len(gpus)} GPU(s)."
-    for gpu, now in state.items():
-        if now == wanted:
-            continue
-        try:
-            if limit:
-                tf.config.set_logical_device_configuration(
-                    gpu, [tf.config.LogicalDeviceConfiguration(memory_limit=limit)]
-                )
-            else:
-                tf.config.experimental.set_memory_growth(gpu, wanted[0])
-        except (RuntimeError, ValueError) as error:
-            late = "initialized" in str(error)
-            if not (late or "configured" in str(error)):
-                raise
-            held = f"{_describe(*now)} is in force" if now else "the GPUs are set up already"
-            why = LATE_MESSAGE if late else SWITCH_MESSAGE
-            raise LateConfigurationError(
-                f"Asked for {_describe(*wanted)}, but {held}. {why}"
-            ) from None
-    if limit:
-        return f"Each of {len(gpus)} GPU(s) limited to {limit} MiB."
-    return f"Memory growth on for {len(gpus)} GPU(s)." if growth else "Defaults kept."
+
+def gpu_used_mb(index: int = 0) -> float | None:
+    """GPU ``index``'s memory in use, all processes together, as ``nvidia-smi`` reports it
+    (MiB); None without nvidia-smi. Used by: 06_out_of_memory."""
+    from helpers.environment import nvidia_smi
+
+    gpus = nvidia_smi()
+    return gpus[index]["memory_used_mib"] if len(gpus) > index else None
 
 
 def _status_mb(key: str) -> float | None:
@@ -134,16 +91,6 @@ def reset_peak_rss() -> bool:
         return True
     except OSError:
         return False
-
-
-def device_memory_mb(device: str = "GPU:0") -> dict | None:
-    """Current and peak memory TensorFlow holds on a GPU/TPU, in MiB; None on the CPU."""
-    import tensorflow as tf
-
-    if device.upper().startswith("CPU"):
-        return None
-    info = tf.config.experimental.get_memory_info(device)
-    return {"current": info["current"] / 2**20, "peak": info["peak"] / 2**20}
 
 
 def is_oom(error: BaseException) -> bool:
@@ -215,28 +162,6 @@ def find_max_batch(
     return BatchSearch(batch_size=min(chosen, good), largest_ok=good, tries=tries)
 
 
-def accumulated_gradients(model, loss_fn, x, y, micro_batch: int):
-    """Gradients of the mean loss over ``x`` computed ``micro_batch`` examples at a time.
-
-    Each micro-batch's gradient is weighted by its share of the examples, so the sum
-    equals the full batch's gradient (for models without batch-dependent layers such
-    as batch norm). Memory holds one micro-batch's activations at a time.
-    """
-    import tensorflow as tf
-
-    total = len(x)
-    grads = None
-    for start in range(0, total, micro_batch):
-        xs, ys = x[start : start + micro_batch], y[start : start + micro_batch]
-        with tf.GradientTape() as tape:
-            loss = loss_fn(ys, model(xs, training=True))
-        part = tape.gradient(loss, model.trainable_variables)
-        weight = len(xs) / total
-        part = [g * weight for g in part]
-        grads = part if grads is None else [a + b for a, b in zip(grads, part, strict=True)]
-    return grads
-
-
 class MemoryBudgetExceeded(MemoryError):
     """A step needed more host memory than the budget allowed (the CPU's stand-in for OOM)."""
 
@@ -253,9 +178,20 @@ def current_rss_mb() -> float:
 def child_memory_setup(task: dict, gpus=None) -> str:
     """The child's first act, before any TensorFlow op: memory growth, or a hard limit of
     ``task["gpu_limit_mb"]`` on each GPU, so that a batch too large for the limit fails with a
-    real out-of-memory error (the GPU counterpart of the CPU's memory budget)."""
-    limit = task.get("gpu_limit_mb")
-    return configure_gpu_memory(growth=True, limit_mb=limit, gpus=gpus)
+    real out-of-memory error (the GPU counterpart of the CPU's memory budget). It runs notebook
+    06's own ``set_gpu_memory`` (helpers.lessons.out_of_memory), and says what it set."""
+    import tensorflow as tf
+
+    from helpers.lessons.out_of_memory import set_gpu_memory
+
+    limit = int(task.get("gpu_limit_mb") or 0)
+    gpus = tf.config.list_physical_devices("GPU") if gpus is None else gpus
+    set_gpu_memory(gpus, limit)
+    if not gpus:
+        return "No GPU: nothing to configure (the CPU uses host memory)."
+    if limit:
+        return f"Each of {len(gpus)} GPU(s) limited to {limit} MiB."
+    return f"Memory growth on for {len(gpus)} GPU(s)."
 
 
 def _child_main(task: dict) -> dict:

@@ -55,7 +55,10 @@ def test_nothing_fits(tf):
 
 
 def test_gradient_accumulation_equals_the_large_batch(tf):
+    """Notebook 06's own accumulation loop (its #@save cell) gives the full batch's gradient."""
     import keras
+
+    from helpers.lessons import out_of_memory as lesson
 
     keras.utils.set_random_seed(0)
     model = keras.Sequential(
@@ -69,24 +72,42 @@ def test_gradient_accumulation_equals_the_large_batch(tf):
         loss = loss_fn(y, model(x, training=True))
     full = tape.gradient(loss, model.trainable_variables)
     for micro in (16, 10):  # 10 leaves a short last micro-batch
-        accumulated = memory.accumulated_gradients(model, loss_fn, x, y, micro)
+        accumulated = lesson.accumulated_gradients(model, loss_fn, x, y, micro)
         for a, b in zip(full, accumulated, strict=True):
             np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)
 
 
-def test_late_gpu_configuration_gives_the_clear_message(tf, monkeypatch):
-    def too_late(device, enable):
-        raise RuntimeError("Physical devices cannot be modified after being initialized")
-
-    monkeypatch.setattr(tf.config.experimental, "set_memory_growth", too_late)
-    with pytest.raises(LateConfigurationError, match="Restart the kernel"):
-        memory.configure_gpu_memory(gpus=["fake GPU"])
-    assert memory.configure_gpu_memory(gpus=[]).startswith("No GPU")
+def test_a_late_device_setting_raises_in_tensorflow_and_gets_the_clear_message(tf):
+    """What notebook 06 shows on the CPU: TensorFlow refuses a new logical-device split once it
+    has started (a real RuntimeError, not a silent return), and the course's message says what
+    to do."""
+    tf.constant(1.0) + 1  # TensorFlow has started
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    count = len(tf.config.get_logical_device_configuration(cpu) or [None]) + 1  # not in force
+    split = [tf.config.LogicalDeviceConfiguration() for _ in range(count)]
+    with pytest.raises(RuntimeError, match="cannot be modified after being initialized") as error:
+        tf.config.set_logical_device_configuration(cpu, split)
+    late = memory.late_error(error.value, f"{count} logical devices")
+    assert isinstance(late, LateConfigurationError)
+    assert str(late).startswith(f"Asked for {count} logical devices, too late.")
+    assert "Restart the kernel" in str(late)
+    switch = ValueError("Cannot set memory growth on device when virtual devices configured")
+    assert "cannot switch a GPU" in str(memory.late_error(switch, "memory growth"))
 
 
 def test_measurements_on_the_cpu(tf):
     assert memory.peak_rss_mb() > 10
-    assert memory.device_memory_mb("CPU:0") is None
+    assert memory.current_rss_mb() > 10
+
+
+def test_gpu_memory_in_use_comes_from_nvidia_smi(monkeypatch):
+    from helpers import environment
+
+    monkeypatch.setattr(environment, "nvidia_smi", lambda: [{"memory_used_mib": 1234}])
+    assert memory.gpu_used_mb() == 1234
+    assert memory.gpu_used_mb(1) is None
+    monkeypatch.setattr(environment, "nvidia_smi", lambda: [])
+    assert memory.gpu_used_mb() is None
 
 
 def test_child_process_trainer_returns_results_and_exits(tf):
@@ -260,8 +281,8 @@ def _peak_in_child(_):
 class FakeConfig:
     """``tf.config``'s memory settings, as TensorFlow keeps them, started or not."""
 
-    def __init__(self, started=False, strict=False):
-        self.growth, self.virtual, self.started, self.strict = {}, {}, started, strict
+    def __init__(self, started=False):
+        self.growth, self.virtual, self.started = {}, {}, started
 
     def get_memory_growth(self, gpu):
         return self.growth.get(gpu)
@@ -272,12 +293,12 @@ class FakeConfig:
     def set_memory_growth(self, gpu, on):
         if gpu in self.virtual:
             raise ValueError("Cannot set memory growth on device when virtual devices configured")
-        if self.started and (self.strict or self.growth.get(gpu) != on):
+        if self.started and self.growth.get(gpu) != on:
             raise RuntimeError("Physical devices cannot be modified after being initialized")
         self.growth[gpu] = on
 
     def set_logical_device_configuration(self, gpu, devices):
-        if self.started and (self.strict or self.virtual.get(gpu) != devices):
+        if self.started and self.virtual.get(gpu) != devices:
             raise RuntimeError("Virtual devices cannot be modified after being initialized")
         self.virtual[gpu] = devices
 
@@ -292,26 +313,30 @@ def fake_config(tf, monkeypatch):
     return fake
 
 
-@pytest.mark.parametrize("strict", [False, True])  # strict: a TF that refuses even the same
-def test_the_same_gpu_memory_setting_again_is_a_no_op(fake_config, strict):
+def test_the_same_gpu_setting_again_is_silent_and_another_one_too_late(fake_config):
+    """Notebook 06's set_gpu_memory under TensorFlow's rules: the same growth again (a second
+    "Run all") returns; a limit after the start is TF's RuntimeError, which the course words."""
+    from helpers.lessons import out_of_memory as lesson
+
     gpus = ["gpu0", "gpu1"]
-    assert memory.configure_gpu_memory(growth=True, gpus=gpus) == "Memory growth on for 2 GPU(s)."
-    fake_config.started, fake_config.strict = True, strict  # TF's first op ran
-    again = memory.configure_gpu_memory(growth=True, gpus=gpus)
-    assert again == "Memory growth already in force for 2 GPU(s)."
-    with pytest.raises(LateConfigurationError, match="Asked for a 512 MiB limit, but memory "
-                       "growth is in force.*Restart the kernel"):
-        memory.configure_gpu_memory(limit_mb=512, gpus=gpus)
+    lesson.set_gpu_memory(gpus)
+    fake_config.started = True  # TF's first op ran
+    lesson.set_gpu_memory(gpus)
+    assert fake_config.growth == {"gpu0": True, "gpu1": True} and not fake_config.virtual
+    with pytest.raises(RuntimeError, match="after being initialized") as error:
+        lesson.set_gpu_memory(gpus, limit_mb=512)
+    late = str(memory.late_error(error.value, "a 512 MiB limit"))
+    assert late.startswith("Asked for a 512 MiB limit, too late.") and "Restart the kernel" in late
 
 
-def test_the_same_gpu_limit_again_is_a_no_op_and_growth_on_it_is_refused(fake_config):
-    assert memory.configure_gpu_memory(limit_mb=256, gpus=["gpu0"]).endswith("256 MiB.")
+def test_the_same_gpu_limit_again_is_silent_and_growth_on_it_is_refused(fake_config):
+    from helpers.lessons import out_of_memory as lesson
+
+    lesson.set_gpu_memory(["gpu0"], limit_mb=256)
     fake_config.started = True
-    assert memory.configure_gpu_memory(limit_mb=256, gpus=["gpu0"]).startswith(
-        "A 256 MiB limit already in force"
-    )
-    with pytest.raises(LateConfigurationError, match="Asked for memory growth, but a 256 MiB"):
-        memory.configure_gpu_memory(growth=True, gpus=["gpu0"])
-    fake_config.started = False  # before the start TF still cannot add growth to a limit
-    with pytest.raises(LateConfigurationError, match="cannot switch"):
-        memory.configure_gpu_memory(growth=True, gpus=["gpu0"])
+    lesson.set_gpu_memory(["gpu0"], limit_mb=256)
+    assert fake_config.virtual["gpu0"][0].memory_limit == 256 and not fake_config.growth
+    with pytest.raises(ValueError, match="virtual devices configured") as error:
+        lesson.set_gpu_memory(["gpu0"])  # growth on top of a limit: TF refuses, started or not
+    assert "cannot switch" in str(memory.late_error(error.value, "memory growth"))
+
