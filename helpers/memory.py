@@ -16,19 +16,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from helpers.strategy import LateConfigurationError
-
-LATE_MESSAGE = (
-    "GPU memory settings must be applied before TensorFlow's first operation, and this "
-    "session has already started its GPUs. Restart the kernel (Colab: Runtime > Restart "
-    "session) and run this cell before anything else, or start Python with "
-    "TF_FORCE_GPU_ALLOW_GROWTH=true."
+from helpers.errors import (
+    CANNOT_SWITCH,
+    ChildDied,
+    ChildOutOfMemory,
+    ChildTimeout,
+    LateConfigurationError,
+    MemoryBudgetExceeded,
+    too_late,
 )
 
-SWITCH_MESSAGE = (
-    "TensorFlow cannot switch a GPU between a memory limit and memory growth in one process: "
-    "restart the kernel (Colab: Runtime > Restart session) to change it."
-)
+#: The hint the "too late" message adds for GPU memory.
+GROWTH_HINT = " Or start Python with TF_FORCE_GPU_ALLOW_GROWTH=true."
 
 
 def _describe(growth: bool, limit_mb: int | None) -> str:
@@ -57,7 +56,7 @@ def configure_gpu_memory(growth: bool = True, limit_mb: int | None = None, gpus=
     Asking again for what is in force does nothing and says so, so "Run all" twice works.
     Asking for something else once TensorFlow has started its GPUs (or a change TensorFlow
     cannot make, such as growth on top of a limit) raises
-    :class:`helpers.strategy.LateConfigurationError`, saying what is in force and what to do,
+    :class:`helpers.errors.LateConfigurationError`, saying what is in force and what to do,
     instead of TF's "Physical devices cannot be modified after being initialized".
     Used by: 06_out_of_memory (and its child processes).
     """
@@ -87,10 +86,12 @@ def configure_gpu_memory(growth: bool = True, limit_mb: int | None = None, gpus=
             if not (late or "configured" in str(error)):
                 raise
             held = f"{_describe(*now)} is in force" if now else "the GPUs are set up already"
-            why = LATE_MESSAGE if late else SWITCH_MESSAGE
-            raise LateConfigurationError(
-                f"Asked for {_describe(*wanted)}, but {held}. {why}"
-            ) from None
+            asked = _describe(*wanted)
+            if late:
+                message = too_late(asked, held, GROWTH_HINT)
+            else:
+                message = f"Asked for {asked}, but {held}. {CANNOT_SWITCH}"
+            raise LateConfigurationError(message) from None
     if limit:
         return f"Each of {len(gpus)} GPU(s) limited to {limit} MiB."
     return f"Memory growth on for {len(gpus)} GPU(s)." if growth else "Defaults kept."
@@ -237,14 +238,6 @@ def accumulated_gradients(model, loss_fn, x, y, micro_batch: int):
     return grads
 
 
-class MemoryBudgetExceeded(MemoryError):
-    """A step needed more host memory than the budget allowed (the CPU's stand-in for OOM)."""
-
-
-class ChildOutOfMemory(MemoryError):
-    """The child process ran out of memory (a real OOM on its GPU, or host memory)."""
-
-
 def current_rss_mb() -> float:
     """The process's resident memory now, in MiB (from /proc; 0 where unavailable)."""
     return _status_mb("VmRSS") or 0.0
@@ -270,7 +263,7 @@ def _child_main(task: dict) -> dict:
     import keras
 
     from helpers import models
-    from helpers.throughput import precision
+    from helpers.precision import precision
 
     keras.utils.set_random_seed(task.get("seed", 0))
     with precision(task.get("policy")):
@@ -300,22 +293,6 @@ def _child_main(task: dict) -> dict:
         "gpu_peak_mb": gpu_peak,
         "memory_setting": memory_setting,
     }
-
-
-class ChildDied(RuntimeError):
-    """The child process ended without reporting back (a crash, not an out-of-memory kill)."""
-
-    def __init__(self, message: str, pid: int | None = None, exitcode: int | None = None):
-        super().__init__(message)
-        self.pid, self.exitcode = pid, exitcode
-
-
-class ChildTimeout(TimeoutError):
-    """The child process did not report back in time; it was killed."""
-
-    def __init__(self, message: str, pid: int | None = None):
-        super().__init__(message)
-        self.pid = pid
 
 
 def _child_entry(target, task, connection) -> None:

@@ -340,7 +340,7 @@ def worker_main(job_path: str, index: int) -> None:
     tf = import_tensorflow()
     import keras
 
-    from helpers.distribute import classifier
+    from helpers.models import replica_classifier
 
     job = json.loads(Path(job_path).read_text())
     work = Path(job["work_dir"])
@@ -354,7 +354,7 @@ def worker_main(job_path: str, index: int) -> None:
 
     with strategy.scope():
         keras.utils.set_random_seed(job["seed"])
-        model = classifier(x.shape[1:], synchronized=True)
+        model = replica_classifier(x.shape[1:], synchronized=True)
         optimizer = keras.optimizers.SGD(job["learning_rate"])
         optimizer.build(model.trainable_variables)
         step = tf.Variable(0, dtype=tf.int64, trainable=False)

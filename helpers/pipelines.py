@@ -155,7 +155,10 @@ def write_tfrecords(x, y, directory, shards: int = 4, compression: str | None = 
     return manifest
 
 
-def _parse(shape):
+def parse_example(shape):
+    """The function that turns one serialised ``tf.train.Example`` of :func:`write_tfrecords`
+    back into ``(image, label)``, for images of ``shape``. Used by: 03, 05 (through
+    helpers.distribute.tfrecord_input_fn)."""
     import tensorflow as tf
 
     spec = {
@@ -240,7 +243,7 @@ def read_tfrecords(directory, batch_size: int, *, parallel: bool = True, **tail)
         cycle_length=len(paths) if parallel else 1,
         num_parallel_calls=calls,
     )
-    ds = records.map(_parse(manifest["shape"]), num_parallel_calls=calls)
+    ds = records.map(parse_example(manifest["shape"]), num_parallel_calls=calls)
     ds, report = _counted(ds, manifest["records"], "records")
     return finish(ds, batch_size, report=report, **tail), report
 
