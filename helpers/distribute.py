@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from helpers.models import replica_classifier
 from helpers.strategy import mirrored as shared_mirrored
 
 
@@ -31,25 +32,6 @@ def batch_rule(replicas: int):
         return value
 
     return rule
-
-
-def classifier(
-    shape=(28, 28, 1), classes: int = 10, synchronized: bool = True, dropout: float = 0.0
-):
-    """A small CNN with batch norm; float32 logits and loss under a bf16 policy."""
-    import keras
-    from keras import layers
-
-    stack = [keras.Input(shape), layers.Rescaling(1 / 255)]
-    for filters in (16, 32):
-        stack += [
-            layers.Conv2D(filters, 3, padding="same", use_bias=False),
-            layers.BatchNormalization(synchronized=synchronized),
-            layers.ReLU(),
-            layers.MaxPooling2D(),
-        ]
-    stack += [layers.Flatten(), layers.Dropout(dropout), layers.Dense(classes, dtype="float32")]
-    return keras.Sequential(stack, name="replica_classifier")
 
 
 def in_memory_dataset(x, y, global_batch: int, shuffle: bool = True, seed: int = 0):
@@ -117,7 +99,7 @@ def classifier_step_results(strategies: dict, x, y, synchronized: bool = True) -
     for name, strategy in strategies.items():
         with strategy.scope():
             keras.utils.set_random_seed(0)
-            model = compile_classifier(classifier(x.shape[1:], synchronized=synchronized))
+            model = compile_classifier(replica_classifier(x.shape[1:], synchronized=synchronized))
         if start is None:
             start = model.get_weights()
         model.set_weights(start)
@@ -214,7 +196,8 @@ def fit_classifier(
 
     import tensorflow as tf
 
-    from helpers.throughput import epoch_timer, precision
+    from helpers.precision import precision
+    from helpers.throughput import epoch_timer
 
     note = ""
     if isinstance(strategy, tf.distribute.MirroredStrategy) and steps_per_execution > 1:
@@ -227,7 +210,7 @@ def fit_classifier(
         steps_per_execution = 1
     with precision(policy), strategy.scope():
         model = compile_classifier(
-            classifier(x.shape[1:], synchronized=synchronized), steps_per_execution
+            replica_classifier(x.shape[1:], synchronized=synchronized), steps_per_execution
         )
     timer = epoch_timer()
     # one dataset repeated, steps_per_epoch given: Keras keeps one iterator for the whole fit.

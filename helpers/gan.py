@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from helpers.gan_models import build_pair
 from helpers.logs import native_noise_filtered
-from helpers.throughput import mixed_policy_for, precision
+from helpers.precision import mixed_policy_for, precision
 
 PRECISIONS = ("auto", "float32", "mixed_float16", "mixed_bfloat16")
 XLA_CHOICES = ("auto", "on", "off")

@@ -13,21 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-
-def classifier(shape, classes: int):
-    """Small convnet whose ``features`` layer gives the embedding for the Fréchet distance."""
-    import keras
-    from keras import layers
-
-    inputs = keras.Input(shape)
-    x = layers.Conv2D(32, 3, activation="relu", padding="same")(inputs)
-    x = layers.MaxPooling2D()(x)
-    x = layers.Conv2D(64, 3, activation="relu", padding="same")(x)
-    x = layers.MaxPooling2D()(x)
-    x = layers.Flatten()(x)
-    features = layers.Dense(64, activation="relu", name="features")(x)
-    outputs = layers.Dense(classes, activation="softmax", dtype="float32")(features)
-    return keras.Model(inputs, outputs, name="scorer")
+from helpers.models import scoring_classifier
 
 
 def inception_score(probabilities: np.ndarray) -> float:
@@ -91,7 +77,7 @@ class Scorer:
         shape = tuple(x_train.shape[1:])
         tag = f"{name}_{'x'.join(map(str, shape))}_{len(x_train)}_{epochs}"
         path = Path(cache_dir) / f"scorer_{tag}.weights.h5"
-        self.model = classifier(shape, classes)
+        self.model = scoring_classifier(shape, classes)
         if path.exists():
             self.model.load_weights(path)
             note = f"loaded the cached scoring classifier {path.name}"

@@ -18,7 +18,7 @@ def tutorial_step(batch_size: int = 256, noise_dim: int = 100, shape=(28, 28, 1)
     import tensorflow as tf
 
     from helpers.gan_models import tutorial_discriminator, tutorial_generator
-    from helpers.throughput import precision
+    from helpers.precision import precision
 
     with precision("float32"):
         # Keras's own batch norm and dropout, as in the tutorial

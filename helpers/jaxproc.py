@@ -39,9 +39,7 @@ import weakref
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-
-class JaxProcessError(RuntimeError):
-    """A function failed in the JAX process; the message carries the child's traceback."""
+from helpers.errors import JaxProcessError
 
 
 def function_source(source: str, name: str | None = None) -> dict[str, str]:

@@ -20,6 +20,8 @@ import tempfile
 import threading
 import warnings
 
+from helpers.errors import NoTensorFlowError
+
 #: Environment variables read by TensorFlow's C++ runtime when it loads.
 NATIVE_LOG_SETTINGS = {
     "TF_CPP_MIN_LOG_LEVEL": "2",  # hide INFO and WARNING, keep errors
@@ -65,10 +67,6 @@ def drop_native_noise(text: str) -> str:
 #: runtimes, which ship JAX only; every other notebook stops in its setup with one line
 #: (:class:`NoTensorFlowError`) that points at these. tests/test_setup.py checks both.
 RUN_WITHOUT_TENSORFLOW: tuple[str, ...] = ("05_tpu_distribute",)
-
-
-class NoTensorFlowError(ImportError):
-    """This runtime has no TensorFlow; shown in IPython as its one line."""
 
 
 def no_tensorflow_message(runs_here: tuple[str, ...] | None = None) -> str:

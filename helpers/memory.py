@@ -17,19 +17,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from helpers.strategy import LateConfigurationError
-
-LATE_MESSAGE = (
-    "Device settings (GPU memory growth or limits, logical devices) must be applied before "
-    "TensorFlow's first operation, and this session has already started its devices. Restart "
-    "the kernel (Colab: Runtime > Restart session) and run this cell before anything else, or, "
-    "for memory growth, start Python with TF_FORCE_GPU_ALLOW_GROWTH=true."
+from helpers.errors import (
+    CANNOT_SWITCH,
+    TOO_LATE,
+    ChildDied,
+    ChildOutOfMemory,
+    ChildTimeout,
+    LateConfigurationError,
+    MemoryBudgetExceeded,
 )
 
-SWITCH_MESSAGE = (
-    "TensorFlow cannot switch a GPU between a memory limit and memory growth in one process: "
-    "restart the kernel (Colab: Runtime > Restart session) to change it."
-)
+#: The hint the "too late" message adds for GPU memory.
+GROWTH_HINT = " For memory growth, you can also start Python with TF_FORCE_GPU_ALLOW_GROWTH=true."
 
 
 def late_error(error: BaseException, asked: str) -> LateConfigurationError:
@@ -40,8 +39,9 @@ def late_error(error: BaseException, asked: str) -> LateConfigurationError:
     growth on top of a limit); ``asked`` says what was asked for. The notebook raises or prints
     the result. Used by: 06_out_of_memory.
     """
-    why = SWITCH_MESSAGE if "virtual devices configured" in str(error) else LATE_MESSAGE
-    return LateConfigurationError(f"Asked for {asked}, too late. {why}")
+    if "virtual devices configured" in str(error):
+        return LateConfigurationError(f"Asked for {asked}, too late. {CANNOT_SWITCH}")
+    return LateConfigurationError(f"Asked for {asked}, too late. {TOO_LATE}{GROWTH_HINT}")
 
 
 def gpu_used_mb(index: int = 0) -> float | None:
@@ -162,14 +162,6 @@ def find_max_batch(
     return BatchSearch(batch_size=min(chosen, good), largest_ok=good, tries=tries)
 
 
-class MemoryBudgetExceeded(MemoryError):
-    """A step needed more host memory than the budget allowed (the CPU's stand-in for OOM)."""
-
-
-class ChildOutOfMemory(MemoryError):
-    """The child process ran out of memory (a real OOM on its GPU, or host memory)."""
-
-
 def current_rss_mb() -> float:
     """The process's resident memory now, in MiB (from /proc; 0 where unavailable)."""
     return _status_mb("VmRSS") or 0.0
@@ -206,7 +198,7 @@ def _child_main(task: dict) -> dict:
     import keras
 
     from helpers import models
-    from helpers.throughput import precision
+    from helpers.precision import precision
 
     keras.utils.set_random_seed(task.get("seed", 0))
     with precision(task.get("policy")):
@@ -236,22 +228,6 @@ def _child_main(task: dict) -> dict:
         "gpu_peak_mb": gpu_peak,
         "memory_setting": memory_setting,
     }
-
-
-class ChildDied(RuntimeError):
-    """The child process ended without reporting back (a crash, not an out-of-memory kill)."""
-
-    def __init__(self, message: str, pid: int | None = None, exitcode: int | None = None):
-        super().__init__(message)
-        self.pid, self.exitcode = pid, exitcode
-
-
-class ChildTimeout(TimeoutError):
-    """The child process did not report back in time; it was killed."""
-
-    def __init__(self, message: str, pid: int | None = None):
-        super().__init__(message)
-        self.pid = pid
 
 
 def _child_entry(target, task, connection) -> None:

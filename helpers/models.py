@@ -1,6 +1,9 @@
 """Small, standard models the course trains and times.
 
-Used by: 02_gpu_vs_cpu_benchmark (and later notebooks that need a classifier).
+Every classifier of the course lives here: ``mnist_cnn`` and ``cifar_cnn`` (02, 06),
+``replica_classifier`` (05, 07) and ``scoring_classifier`` (04's image scores).
+Used by: 02_gpu_vs_cpu_benchmark, 04_dcgan, 05_tpu_distribute, 06_out_of_memory,
+07_scale_out_profile.
 """
 
 from __future__ import annotations
@@ -53,6 +56,46 @@ def cifar_cnn(input_shape=(32, 32, 3), classes: int = 10):
         ],
         name="cifar_cnn",
     )
+
+
+def replica_classifier(
+    shape=(28, 28, 1), classes: int = 10, synchronized: bool = True, dropout: float = 0.0
+):
+    """A small CNN with batch norm; float32 logits and loss under a bf16 policy.
+
+    ``synchronized``: batch-norm statistics over the global batch (all replicas) or per replica.
+    Used by: 05_tpu_distribute (also under Keras on JAX), 07_scale_out_profile (through
+    helpers.scaling, helpers.profiling and helpers.multiworker)."""
+    import keras
+    from keras import layers
+
+    stack = [keras.Input(shape), layers.Rescaling(1 / 255)]
+    for filters in (16, 32):
+        stack += [
+            layers.Conv2D(filters, 3, padding="same", use_bias=False),
+            layers.BatchNormalization(synchronized=synchronized),
+            layers.ReLU(),
+            layers.MaxPooling2D(),
+        ]
+    stack += [layers.Flatten(), layers.Dropout(dropout), layers.Dense(classes, dtype="float32")]
+    return keras.Sequential(stack, name="replica_classifier")
+
+
+def scoring_classifier(shape, classes: int):
+    """Small convnet whose ``features`` layer gives the embedding for the Fréchet distance.
+    Used by: 04_dcgan (through helpers.gan_score.Scorer)."""
+    import keras
+    from keras import layers
+
+    inputs = keras.Input(shape)
+    x = layers.Conv2D(32, 3, activation="relu", padding="same")(inputs)
+    x = layers.MaxPooling2D()(x)
+    x = layers.Conv2D(64, 3, activation="relu", padding="same")(x)
+    x = layers.MaxPooling2D()(x)
+    x = layers.Flatten()(x)
+    features = layers.Dense(64, activation="relu", name="features")(x)
+    outputs = layers.Dense(classes, activation="softmax", dtype="float32")(features)
+    return keras.Model(inputs, outputs, name="scorer")
 
 
 MODELS = {"mnist_cnn": mnist_cnn, "cifar_cnn": cifar_cnn}

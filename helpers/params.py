@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from types import SimpleNamespace
 
+from helpers import errors
+
 Rule = Callable[[str, object], object]
 
 
@@ -190,13 +192,14 @@ def _one_line(shell, etype, evalue, tb, tb_offset=None):
     return [line]
 
 
-#: Errors IPython shows as their one line; other modules add theirs through
-#: :func:`install_ipython_handler` (IPython keeps one handler, for one tuple of types).
-ONE_LINE_ERRORS: list[type[BaseException]] = [ParameterError]
+#: Errors IPython shows as their one line: ParameterError and every error of
+#: :mod:`helpers.errors`; :func:`install_ipython_handler` adds more (IPython keeps one
+#: handler, for one tuple of types).
+ONE_LINE_ERRORS: list[type[BaseException]] = [ParameterError, *errors.ONE_LINE_ERRORS]
 
 
 def install_ipython_handler(*errors: type[BaseException]) -> bool:
-    """Show :class:`ParameterError` (and ``errors``) in IPython as one line (the cell still
+    """Show :data:`ONE_LINE_ERRORS` (and ``errors``) in IPython as one line (the cell still
     fails)."""
     ONE_LINE_ERRORS.extend(e for e in errors if e not in ONE_LINE_ERRORS)
     try:

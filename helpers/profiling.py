@@ -236,7 +236,7 @@ def classifier_step(x, y, batch: int, decode_ms: float = 0.0, tuned: bool = Fals
     import keras
     import tensorflow as tf
 
-    from helpers.distribute import classifier
+    from helpers.models import replica_classifier
 
     def decode(images, labels):
         def wait(batch_images):
@@ -256,7 +256,7 @@ def classifier_step(x, y, batch: int, decode_ms: float = 0.0, tuned: bool = Fals
         options.experimental_optimization.inject_prefetch = False
         ds = ds.map(decode).with_options(options)
     iterator = iter(ds)
-    model = classifier(x.shape[1:], synchronized=False)
+    model = replica_classifier(x.shape[1:], synchronized=False)
     optimizer = keras.optimizers.SGD(0.05)
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from helpers.strategy import LateConfigurationError, split_cpu
+from helpers.errors import LateConfigurationError, too_late
+from helpers.strategy import split_cpu
 
 
 @dataclasses.dataclass
@@ -60,8 +61,7 @@ def replica_devices(count: int, gpu_memory_mb: int | None = None) -> ReplicaDevi
             have = len(tf.config.list_logical_devices("GPU"))
             if have != count:
                 raise LateConfigurationError(
-                    f"TensorFlow already started with {have} logical GPU(s), so the GPU cannot "
-                    f"be split into {count} now. Restart the kernel and run from the top."
+                    too_late(f"{count} logical GPUs", f"TensorFlow already started with {have}")
                 ) from None
         names = [d.name for d in tf.config.list_logical_devices("GPU")]
         return ReplicaDevices(

@@ -11,16 +11,9 @@ import os
 from dataclasses import dataclass
 
 from helpers.devices import TPUStatus, detect_tpu, list_gpus
+from helpers.errors import AcceleratorUnavailable, LateConfigurationError, too_late
 
 ACCELERATORS = ("auto", "cpu", "gpu", "tpu")
-
-
-class LateConfigurationError(RuntimeError):
-    """A device setting came after TensorFlow had already started its devices."""
-
-
-class AcceleratorUnavailable(RuntimeError):
-    """The accelerator that was asked for is not on this runtime."""
 
 
 @dataclass
@@ -102,9 +95,7 @@ def split_cpu(count: int) -> int:
         if have == count:
             return count
         raise LateConfigurationError(
-            f"TensorFlow already started with {have} logical CPU device(s), so it cannot be "
-            f"split into {count} now. Restart the kernel (Colab: Runtime > Restart session) "
-            "and run the notebook from the top."
+            too_late(f"{count} logical CPU device(s)", f"TensorFlow already started with {have}")
         ) from None
     return count
 

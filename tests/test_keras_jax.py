@@ -6,7 +6,8 @@ import os
 import pytest
 
 from helpers import distribute
-from helpers.jaxproc import JaxProcess, JaxProcessError, function_source, functions_in_notebook
+from helpers.errors import JaxProcessError
+from helpers.jaxproc import JaxProcess, function_source, functions_in_notebook
 from tools.course import NOTEBOOKS
 
 NOTEBOOK = NOTEBOOKS / "05_tpu_distribute.ipynb"

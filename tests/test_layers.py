@@ -5,7 +5,7 @@ import pytest
 
 from helpers import gan_models, gan_tutorial, layers
 from helpers.layers import FusedBatchNormalization, HalfWordDropout
-from helpers.throughput import precision
+from helpers.precision import precision
 
 
 def _op_types(tf, layer, x, training=True) -> set[str]:

@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from helpers import memory
-from helpers.strategy import LateConfigurationError
+from helpers import errors, memory
+from helpers.errors import LateConfigurationError
 
 
 def injected_oom(limit):
@@ -185,7 +185,7 @@ def test_on_a_gpu_the_budget_is_the_childs_limit_and_real_ooms_count(tf, monkeyp
     def fake_child(model, x, y, batch, steps, policy, gpu_limit_mb):
         limits.append(gpu_limit_mb)
         if batch > 24:  # what the child reports when TF runs out of its limited memory
-            raise memory.ChildOutOfMemory("ResourceExhaustedError: OOM when allocating tensor")
+            raise errors.ChildOutOfMemory("ResourceExhaustedError: OOM when allocating tensor")
         return {"step_rss_mb": 0.0, "gpu_peak_mb": batch * 1.0}
 
     monkeypatch.setattr(memory, "train_in_child", fake_child)
@@ -221,7 +221,7 @@ def test_a_child_killed_by_the_oom_killer_counts_as_out_of_memory_at_once():
 
     # timeout=300: a parent that waited for the reply instead of the process would end in
     # ChildTimeout, not in ChildOutOfMemory
-    with pytest.raises(memory.ChildOutOfMemory, match="SIGKILL") as error:
+    with pytest.raises(errors.ChildOutOfMemory, match="SIGKILL") as error:
         memory.run_in_child(signal.raise_signal, signal.SIGKILL, timeout=300)
     assert gone(error.value.pid)
 
@@ -229,11 +229,11 @@ def test_a_child_killed_by_the_oom_killer_counts_as_out_of_memory_at_once():
 def test_a_crashed_child_is_a_clear_error_not_an_oom():
     import signal
 
-    with pytest.raises(memory.ChildDied, match="SIGSEGV") as error:
+    with pytest.raises(errors.ChildDied, match="SIGSEGV") as error:
         memory.run_in_child(signal.raise_signal, signal.SIGSEGV, timeout=300)
     assert not isinstance(error.value, MemoryError) and error.value.exitcode == -signal.SIGSEGV
     assert gone(error.value.pid)
-    with pytest.raises(memory.ChildDied, match="exited with code 3") as error:
+    with pytest.raises(errors.ChildDied, match="exited with code 3") as error:
         memory.run_in_child(__import__("os")._exit, 3, timeout=300)
     assert gone(error.value.pid)
 
@@ -241,7 +241,7 @@ def test_a_crashed_child_is_a_clear_error_not_an_oom():
 def test_a_silent_child_is_killed_at_the_timeout():
     import time
 
-    with pytest.raises(memory.ChildTimeout, match="within 1 s") as error:
+    with pytest.raises(errors.ChildTimeout, match="within 1 s") as error:
         memory.run_in_child(time.sleep, 120, timeout=1)
     assert gone(error.value.pid)
 

@@ -129,11 +129,11 @@ FIT_WORKER = """
 import numpy as np
 from helpers.logs import import_tensorflow
 tf = import_tensorflow()
-from helpers import distribute
+from helpers import distribute, models
 strategy = tf.distribute.MultiWorkerMirroredStrategy()
 x, y = np.zeros((256, 28, 28, 1), "uint8"), np.zeros(256, "int64")
 with strategy.scope():
-    model = distribute.compile_classifier(distribute.classifier(synchronized=False))
+    model = distribute.compile_classifier(models.replica_classifier(synchronized=False))
 try:
     model.fit(distribute.in_memory_dataset(x, y, 64), epochs=1, verbose=0)
     print("FIT OK")

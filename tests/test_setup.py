@@ -14,7 +14,7 @@ import textwrap
 import pytest
 
 import helpers
-from helpers import logs, params
+from helpers import errors, logs, params
 from tools import course
 
 NOTEBOOKS = course.notebook_paths()
@@ -213,10 +213,10 @@ def test_import_tensorflow_without_tensorflow_raises_the_one_line_error(monkeypa
     monkeypatch.setattr(
         importlib.util, "find_spec", lambda name, *a: None if name == "tensorflow" else real(name)
     )
-    with pytest.raises(logs.NoTensorFlowError, match="Change runtime type") as caught:
+    with pytest.raises(errors.NoTensorFlowError, match="Change runtime type") as caught:
         logs.import_tensorflow()
     assert isinstance(caught.value, ImportError) and caught.value.name == "tensorflow"
-    assert logs.NoTensorFlowError in params.ONE_LINE_ERRORS
+    assert errors.NoTensorFlowError in params.ONE_LINE_ERRORS
 
 
 def test_the_message_points_at_the_notebooks_that_run_without_tensorflow():

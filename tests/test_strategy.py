@@ -4,7 +4,7 @@ import textwrap
 
 import pytest
 
-from helpers import strategy
+from helpers import errors, strategy
 from helpers.devices import GPU, TPUStatus
 from helpers.params import ParameterError
 
@@ -25,7 +25,7 @@ def test_forced_cpu_even_with_a_gpu_listed(tf):
 
 @pytest.mark.parametrize("wanted", ["gpu", "tpu"])
 def test_missing_accelerator_is_refused_not_faked(tf, wanted):
-    with pytest.raises(strategy.AcceleratorUnavailable, match=wanted):
+    with pytest.raises(errors.AcceleratorUnavailable, match=wanted):
         strategy.choose_strategy(wanted, tpu=NO_TPU, gpus=[])
 
 
@@ -73,7 +73,8 @@ def test_cpu_split_into_eight_replicas_for_mirrored_strategy():
 def test_splitting_after_start_gives_a_clear_message():
     done = run_fresh("""
         from helpers.logs import import_tensorflow
-        from helpers.strategy import split_cpu, LateConfigurationError
+        from helpers.errors import LateConfigurationError
+        from helpers.strategy import split_cpu
         tf = import_tensorflow()
         tf.constant(1.0) + 1  # the first op starts the devices
         assert split_cpu(1) == 1  # what is in force is fine
@@ -83,7 +84,8 @@ def test_splitting_after_start_gives_a_clear_message():
             print(error)
     """)
     assert done.returncode == 0, done.stderr
-    assert "cannot be split into 4 now" in done.stdout and "Restart the kernel" in done.stdout
+    assert "Asked for 4 logical CPU device(s), but TensorFlow already started with 1" in done.stdout
+    assert "Restart the kernel" in done.stdout
 
 
 def test_the_tpu_system_is_initialised_once_per_process(tf, monkeypatch):

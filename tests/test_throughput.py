@@ -1,30 +1,7 @@
 import numpy as np
 import pytest
 
-from helpers import models, throughput
-
-
-def test_bf16_detection_from_cpu_flags():
-    assert throughput.cpu_supports_bfloat16("flags : fpu avx512f avx512_bf16 fma")
-    assert throughput.cpu_supports_bfloat16("flags : amx_bf16 amx_tile")
-    assert not throughput.cpu_supports_bfloat16("flags : fpu avx2 fma")
-
-
-def test_mixed_policy_per_device():
-    assert throughput.mixed_policy_for("gpu") == "mixed_float16"
-    assert throughput.mixed_policy_for("tpu") == "mixed_bfloat16"
-    assert throughput.mixed_policy_for("cpu", cpu_bf16=True) == "mixed_bfloat16"
-    assert throughput.mixed_policy_for("cpu", cpu_bf16=False) is None
-
-
-def test_precision_is_restored_even_on_error(tf):
-    import keras
-
-    with pytest.raises(RuntimeError):
-        with throughput.precision("mixed_bfloat16"):
-            assert keras.mixed_precision.global_policy().name == "mixed_bfloat16"
-            raise RuntimeError("boom")
-    assert keras.mixed_precision.global_policy().name == "float32"
+from helpers import models, precision, throughput
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +40,7 @@ def test_epoch_timer_times_each_epoch_of_a_real_fit(tf, tiny_data):
 def test_models_build_with_float32_outputs(tf):
     import keras
 
-    with throughput.precision("mixed_bfloat16"):
+    with precision.precision("mixed_bfloat16"):
         for build, shape in [(models.mnist_cnn, (28, 28, 1)), (models.cifar_cnn, (32, 32, 3))]:
             model = build(shape)
             out = model(np.zeros((2, *shape), dtype="float32"))

@@ -112,6 +112,43 @@ def test_clean_writes_the_install_cell_as_tools_course_has_it():
     assert max(map(len, longest.splitlines())) <= 100, "ruff's line length, after `make set-repo`"
 
 
+def test_clean_folds_the_validation_cell_away_and_only_that_cell():
+    """A collapsed form on Colab (``#@title`` line, ``cellView``), hidden source in Jupyter;
+    cleaning twice changes nothing, and other cells keep only what they had."""
+    nb = make_notebook()
+    validation = nb["cells"][5]
+    assert validation["source"][0] == nbclean.VALIDATION_TITLE + "\n"
+    assert "".join(validation["source"][1:]).startswith("p = validate(")
+    assert validation["metadata"] == {"cellView": "form", "jupyter": {"source_hidden": True}}
+    assert all("cellView" not in c["metadata"] for i, c in enumerate(nb["cells"]) if i != 5)
+    assert nbclean.dumps(nbclean.clean(nb, NAME, **CONF)) == nbclean.dumps(nb)
+    hidden = nbformat.v4.new_code_cell("x = 1")
+    hidden.metadata["jupyter"] = {"source_hidden": True, "outputs_hidden": False}
+    hidden.metadata["collapsed"] = True
+    kept = make_notebook(extra=hidden)["cells"][-1]
+    assert kept["metadata"] == {"jupyter": {"source_hidden": True}}
+
+
+def test_another_title_on_the_validation_cell_is_replaced_not_doubled():
+    cell = nbformat.v4.new_code_cell("#@title Validate\np = validate(epochs=(epochs, integer(1)),"
+                                     " batch_size=(batch_size, integer(1)))")
+    source = "".join(make_notebook(validate=cell)["cells"][5]["source"])
+    assert source.splitlines()[0] == nbclean.VALIDATION_TITLE and source.count("#@title") == 1
+
+
+@pytest.mark.parametrize("broken", ["title", "metadata"])
+def test_a_validation_cell_that_is_not_folded_away_is_reported(broken):
+    nb = make_notebook()
+    validation = nb["cells"][5]
+    if broken == "title":
+        validation["source"] = validation["source"][1:]
+        expected = "first line must be #@title"
+    else:
+        validation["metadata"] = {}
+        expected = "metadata must include"
+    assert any(expected in p for p in problems(nb)), problems(nb)
+
+
 def test_the_committed_notebooks_follow_the_conventions():
     conf, known = course.settings(), course.profiles()
     paths = course.notebook_paths()

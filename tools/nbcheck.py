@@ -5,7 +5,8 @@
 Conventions (from tensorflow/docs, d2l, keras-io, nbdev): an H1 title first;
 an "Open in Colab" badge whose URL ends with the notebook's own path; ``##
 Setup``; exactly one ``parameters`` cell with the validation cell right after
-it, validating every parameter; ``## Summary`` and ``## Next steps``; short
+it, validating every parameter, collapsed (a ``#@title`` form on Colab, hidden source in
+Jupyter: ``tools.nbclean`` writes both); ``## Summary`` and ``## Next steps``; short
 code cells, the first of them the install cell (``tools.course.INSTALL_CELL``);
 a ``python3`` kernelspec with ``language_info``; stored clean. Every
 parameter also needs at least one invalid value in ``notebooks/profiles.toml``,
@@ -21,7 +22,7 @@ import sys
 from pathlib import Path
 
 from tools.course import colab_url, install_cell, notebook_paths, profiles, settings
-from tools.nbclean import clean, dumps
+from tools.nbclean import VALIDATION_METADATA, VALIDATION_TITLE, clean, dumps
 
 NAME_RE = re.compile(r"^\d\d_[a-z0-9]+(_[a-z0-9]+)*\.ipynb$")
 MAX_CODE_LINES = 25
@@ -105,6 +106,14 @@ def _check_parameters(cells, index, name, known_profiles) -> list[str]:
         unchecked = [n for n in names if not re.search(rf"\b{n}\s*=\s*\(", source(following))]
         if unchecked:
             problems.append(f"parameters not validated: {', '.join(unchecked)}")
+        if source(following).partition("\n")[0] != VALIDATION_TITLE:
+            problems.append(f"the validation cell's first line must be {VALIDATION_TITLE}")
+        meta = following.get("metadata", {})
+        if any(meta.get(k) != v for k, v in VALIDATION_METADATA.items()):
+            problems.append(
+                f"the validation cell's metadata must include {VALIDATION_METADATA} "
+                "(a form on Colab, hidden source elsewhere)"
+            )
     stem = name.removesuffix(".ipynb")
     invalid = known_profiles.get("invalid", {}).get(stem, {})
     untested = [n for n in names if not invalid.get(n)]

@@ -1,7 +1,10 @@
 """Store notebooks clean: no outputs, normalised metadata, badge and install URLs from settings.
 
 The first code cell, where it installs the course's helpers, is rewritten as
-``tools.course.install_cell`` builds it.
+``tools.course.install_cell`` builds it. The validation cell (the code cell right after the
+one tagged ``parameters``) stays out of the learner's way: its first line is
+:data:`VALIDATION_TITLE` and its metadata :data:`VALIDATION_METADATA`, a collapsed form on
+Colab and hidden source in Jupyter; both are written here.
 
     python -m tools.nbclean [--check] [NOTEBOOK ...]
 
@@ -22,7 +25,13 @@ from tools.course import colab_url, install_cell, install_url, notebook_paths, s
 
 KERNELSPEC = {"display_name": "Python 3", "language": "python", "name": "python3"}
 LANGUAGE_INFO = {"name": "python"}
-KEPT_CELL_METADATA = ("tags",)
+KEPT_CELL_METADATA = ("tags", "cellView", "jupyter")
+#: Of a cell's ``jupyter`` metadata, only whether its source is hidden is kept.
+KEPT_JUPYTER_METADATA = ("source_hidden",)
+#: The validation cell's first line: Colab shows the cell as a collapsed form of this title.
+VALIDATION_TITLE = '#@title Check the parameters { display-mode: "form" }'
+#: The validation cell's metadata: a form on Colab, hidden source in Jupyter and VS Code.
+VALIDATION_METADATA = {"cellView": "form", "jupyter": {"source_hidden": True}}
 COLAB_URL_RE = re.compile(
     r"https://colab\.research\.google\.com/github/[^/\s]+/[^/\s]+/blob/[^/\s]+/notebooks/[^)\s\"']+"
 )
@@ -43,16 +52,19 @@ def clean(nb: dict, name: str, repository: str, branch: str) -> dict:
     nb["nbformat"], nb["nbformat_minor"] = 4, 5
     badge, install = colab_url(name, repository, branch), install_url(repository, branch)
     codes = [cell for cell in nb.get("cells", []) if cell["cell_type"] == "code"]
+    validation = validation_cell(nb.get("cells", []))
     for index, cell in enumerate(nb.get("cells", [])):
         source = "".join(cell.get("source", ""))
         source = COLAB_URL_RE.sub(badge, source)
         source = INSTALL_URL_RE.sub(install, source)
         if codes and cell is codes[0] and INSTALL_URL_RE.search(source):
             source = install_cell(repository, branch)  # as tools.course writes it
+        if cell is validation:
+            source = with_title(source)
         cell["source"] = source.splitlines(keepends=True)
-        cell["metadata"] = {
-            k: v for k, v in cell.get("metadata", {}).items() if k in KEPT_CELL_METADATA and v
-        }
+        cell["metadata"] = kept_metadata(cell.get("metadata", {}))
+        if cell is validation:
+            cell["metadata"].update(copy.deepcopy(VALIDATION_METADATA))
         cell.setdefault("id", f"cell-{index:02d}")
         if cell["cell_type"] == "code":
             cell["outputs"], cell["execution_count"] = [], None
@@ -60,6 +72,36 @@ def clean(nb: dict, name: str, repository: str, branch: str) -> dict:
             cell.pop("outputs", None)
             cell.pop("execution_count", None)
     return nb
+
+
+def validation_cell(cells: list[dict]) -> dict | None:
+    """The code cell right after the one tagged ``parameters``, or None."""
+    for index, cell in enumerate(cells[:-1]):
+        if "parameters" in cell.get("metadata", {}).get("tags", []):
+            following = cells[index + 1]
+            return following if following["cell_type"] == "code" else None
+    return None
+
+
+def with_title(source: str) -> str:
+    """``source`` with :data:`VALIDATION_TITLE` as its first line (replacing another
+    ``#@title`` line there)."""
+    first, newline, rest = source.partition("\n")
+    if first.startswith("#@title"):
+        return VALIDATION_TITLE + newline + rest if rest or newline else VALIDATION_TITLE
+    return VALIDATION_TITLE + "\n" + source
+
+
+def kept_metadata(meta: dict) -> dict:
+    """The cell metadata a stored notebook keeps: tags, Colab's form view, hidden source."""
+    kept = {k: v for k, v in meta.items() if k in KEPT_CELL_METADATA and v}
+    if "jupyter" in kept:
+        jupyter = {k: v for k, v in kept["jupyter"].items() if k in KEPT_JUPYTER_METADATA and v}
+        if jupyter:
+            kept["jupyter"] = jupyter
+        else:
+            del kept["jupyter"]
+    return kept
 
 
 def dumps(nb: dict) -> str:

@@ -1,0 +1,85 @@
+"""The course's errors and their messages, in one place.
+
+Each error's message says what happened and what to do, so that a notebook shows it as one
+line (no traceback): :data:`ONE_LINE_ERRORS` is the list :mod:`helpers.params` hands to
+IPython. :class:`helpers.params.ParameterError` stays with the validation API it belongs to
+(every rule there raises it) and is shown as one line too.
+Used by: every notebook (through the helpers that raise these errors), 06_out_of_memory (it
+catches :class:`LateConfigurationError`).
+"""
+
+from __future__ import annotations
+
+#: The one "too late" advice: device settings apply only before TensorFlow's first operation.
+TOO_LATE = (
+    "TensorFlow applies device settings only before its first operation, and this session has "
+    "already started its devices. Restart the kernel (Colab: Runtime > Restart session) and "
+    "run the notebook from the top."
+)
+
+#: What to do when TensorFlow cannot switch a GPU between a memory limit and memory growth.
+CANNOT_SWITCH = (
+    "TensorFlow cannot switch a GPU between a memory limit and memory growth in one process: "
+    "restart the kernel (Colab: Runtime > Restart session) to change it."
+)
+
+
+def too_late(asked: str, in_force: str, hint: str = "") -> str:
+    """The "too late" message: what was asked for, what is in force instead, what to do.
+
+    For example ``too_late("4 logical CPU devices", "TensorFlow already started with 1")``.
+    Used by: 05, 06, 07 (through helpers.strategy, helpers.memory and helpers.scaling)."""
+    return f"Asked for {asked}, but {in_force}. {TOO_LATE}{hint}"
+
+
+class LateConfigurationError(RuntimeError):
+    """A device setting came after TensorFlow had already started its devices."""
+
+
+class AcceleratorUnavailable(RuntimeError):
+    """The accelerator that was asked for is not on this runtime."""
+
+
+class NoTensorFlowError(ImportError):
+    """This runtime has no TensorFlow (see :func:`helpers.logs.no_tensorflow_message`)."""
+
+
+class MemoryBudgetExceeded(MemoryError):
+    """A step needed more host memory than the budget allowed (the CPU's stand-in for OOM)."""
+
+
+class ChildOutOfMemory(MemoryError):
+    """The child process ran out of memory (a real OOM on its GPU, or host memory)."""
+
+
+class ChildDied(RuntimeError):
+    """The child process ended without reporting back (a crash, not an out-of-memory kill)."""
+
+    def __init__(self, message: str, pid: int | None = None, exitcode: int | None = None):
+        super().__init__(message)
+        self.pid, self.exitcode = pid, exitcode
+
+
+class ChildTimeout(TimeoutError):
+    """The child process did not report back in time; it was killed."""
+
+    def __init__(self, message: str, pid: int | None = None):
+        super().__init__(message)
+        self.pid = pid
+
+
+class JaxProcessError(RuntimeError):
+    """A function failed in the JAX process; the message carries the child's traceback."""
+
+
+#: Errors a notebook shows as their one line (with ParameterError, see helpers.params).
+ONE_LINE_ERRORS: tuple[type[BaseException], ...] = (
+    LateConfigurationError,
+    AcceleratorUnavailable,
+    NoTensorFlowError,
+    MemoryBudgetExceeded,
+    ChildOutOfMemory,
+    ChildDied,
+    ChildTimeout,
+    JaxProcessError,
+)

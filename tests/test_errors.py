@@ -1,0 +1,92 @@
+"""The layout of helpers: errors in one place, shown as one line; no private imports across
+modules; one precision module; every classifier in helpers.models."""
+
+import ast
+import inspect
+from pathlib import Path
+
+from helpers import errors, params
+
+HELPERS = Path(__file__).resolve().parents[1] / "helpers"
+ROOT = HELPERS.parent
+
+
+def modules(*folders):
+    for folder in folders:
+        yield from sorted((ROOT / folder).rglob("*.py"))
+
+
+def test_every_error_class_lives_in_helpers_errors():
+    """ParameterError stays with the validation API (helpers.params); nothing else."""
+    elsewhere = []
+    for path in modules("helpers"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef) and any(
+                (getattr(b, "id", None) or getattr(b, "attr", "")).endswith(
+                    ("Error", "Exception", "Exceeded", "Unavailable", "Died", "Timeout",
+                     "OutOfMemory")
+                )
+                for b in node.bases
+            ):
+                elsewhere.append(f"{path.relative_to(ROOT)}:{node.name}")
+    assert sorted(elsewhere) == ["helpers/errors.py:" + n for n in sorted(
+        name for name, obj in vars(errors).items()
+        if inspect.isclass(obj) and issubclass(obj, BaseException)
+    )] + ["helpers/params.py:ParameterError"]
+
+
+def test_every_course_error_is_shown_as_one_line():
+    defined = {obj for obj in vars(errors).values()
+               if inspect.isclass(obj) and issubclass(obj, BaseException)}
+    assert defined == set(errors.ONE_LINE_ERRORS)
+    assert set(params.ONE_LINE_ERRORS) >= defined | {params.ParameterError}
+    error = errors.LateConfigurationError(errors.too_late("a 512 MiB limit", "growth is on"))
+    shown = []
+
+    class Shell:
+        def _showtraceback(self, etype, value, stb):
+            shown.extend(stb)
+
+    lines = params._one_line(Shell(), type(error), error, None)
+    assert lines == shown == [f"LateConfigurationError: {error}"]
+    assert "\n" not in lines[0]
+
+
+def test_the_too_late_text_is_written_once():
+    """Each "too late" error is built by errors.too_late; its advice is in errors.py only."""
+    assert errors.too_late("x", "y").startswith("Asked for x, but y. TensorFlow applies")
+    for path in modules("helpers"):
+        if path.name == "errors.py":
+            continue
+        text = path.read_text(encoding="utf-8")
+        assert "Restart the kernel" not in text and "Restart session" not in text, path
+
+
+def test_no_private_names_are_imported_across_modules():
+    found = []
+    for path in modules("helpers", "tools"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                ("helpers", "tools")
+            ):
+                found += [f"{path.relative_to(ROOT)}: {node.module}.{a.name}"
+                          for a in node.names if a.name.startswith("_")]
+    assert found == []
+
+
+def test_the_classifiers_live_in_helpers_models():
+    from helpers import models
+
+    assert callable(models.replica_classifier) and callable(models.scoring_classifier)
+    defining = [p.name for p in modules("helpers")
+                if "def replica_classifier" in p.read_text(encoding="utf-8")
+                or "def scoring_classifier" in p.read_text(encoding="utf-8")
+                or "\ndef classifier(" in p.read_text(encoding="utf-8")]
+    assert defining == ["models.py"]
+
+
+def test_the_precision_policy_has_its_own_module():
+    from helpers import precision, throughput
+
+    assert not hasattr(throughput, "cpu_supports_bfloat16")  # no copy, no shim
+    assert precision.mixed_policy_for("gpu") == "mixed_float16"
