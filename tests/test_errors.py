@@ -12,8 +12,11 @@ ROOT = HELPERS.parent
 
 
 def modules(*folders):
+    """The modules of ``folders``; helpers' own, not helpers/lessons (copies of notebook cells,
+    which are the lessons' code, not plumbing)."""
     for folder in folders:
-        yield from sorted((ROOT / folder).rglob("*.py"))
+        yield from sorted(p for p in (ROOT / folder).rglob("*.py")
+                          if ROOT / "helpers" / "lessons" not in p.parents)
 
 
 def test_every_error_class_lives_in_helpers_errors():
