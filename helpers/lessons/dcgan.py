@@ -44,8 +44,8 @@ def gan_losses(generator, discriminator, real, noise):
     return d_loss, cross_entropy(tf.ones_like(fake_logits), fake_logits)
 
 
-def update(optimizer, tape, loss, model):
-    grads = tape.gradient(optimizer.scale_loss(loss), model.trainable_variables)
+def update(optimizer, tape, scaled_loss, model):
+    grads = tape.gradient(scaled_loss, model.trainable_variables)
     optimizer.apply(grads, model.trainable_variables)  # unscales; skips inf/NaN gradients
 
 
@@ -57,11 +57,14 @@ def make_train_step(generator, discriminator, g_opt, d_opt, rng, d_steps=1, jit_
         for _ in range(d_steps - 1):  # extra discriminator updates
             with tf.GradientTape() as d_tape:
                 d_loss, _ = gan_losses(generator, discriminator, real, noise())
-            update(d_opt, d_tape, d_loss, discriminator)
+                d_scaled = d_opt.scale_loss(d_loss)
+            update(d_opt, d_tape, d_scaled, discriminator)
         with tf.GradientTape() as g_tape, tf.GradientTape() as d_tape:
             d_loss, g_loss = gan_losses(generator, discriminator, real, noise())
-        update(g_opt, g_tape, g_loss, generator)  # one forward pass fed both losses
-        update(d_opt, d_tape, d_loss, discriminator)
+            # scaled inside the tapes, so that the gradients are the scaled loss's
+            g_scaled, d_scaled = g_opt.scale_loss(g_loss), d_opt.scale_loss(d_loss)
+        update(g_opt, g_tape, g_scaled, generator)  # one forward pass fed both losses
+        update(d_opt, d_tape, d_scaled, discriminator)
         return d_loss, g_loss
     return train_step
 
