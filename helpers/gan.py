@@ -98,7 +98,10 @@ class GANConfig:
 
 
 class GANTrainer:
-    """Generator, discriminator, their optimizers and the compiled training step."""
+    """Generator, discriminator, their optimizers and the compiled training step, under any
+    ``tf.distribute`` strategy: notebook 04's step (shown there, one device) with what a
+    strategy adds (``strategy.run`` and ``reduce``, losses over the global batch, several
+    steps per call). Used by: 05_tpu_distribute, :mod:`helpers.distribute`."""
 
     def __init__(self, config: GANConfig, strategy=None):
         import keras
@@ -231,30 +234,6 @@ class GANTrainer:
             result = self._train(*args)
         self._traced = True
         return result
-
-    def generate(self, noise):
-        return self.generator(noise, training=False)
-
-    def checkpoint_objects(self) -> dict:
-        """Everything that defines the run's state, for ``tf.train.Checkpoint``.
-
-        Model and optimizer variables are listed by path, so that state Keras does not
-        expose to TF's tracking (dropout seed generators) is saved too.
-        """
-
-        def by_position(variables):
-            # keyed by position, not by path or name: those carry layer names that Keras
-            # numbers per session (dense_1, dense_2...), so a second run would not match
-            return {f"v{i:03d}": v for i, v in enumerate(variables)}
-
-        return {
-            "generator": by_position(self.generator.variables),
-            "discriminator": by_position(self.discriminator.variables),
-            "g_opt": by_position(self.g_opt.variables),
-            "d_opt": by_position(self.d_opt.variables),
-            "step": self.step,
-            "rng": self.rng,
-        }
 
 
 def to_gan_range(images, labels=None):
