@@ -102,6 +102,7 @@ check-notebooks: $(STAMP)
 	$(BIN)/python -m tools.nbclean --check
 	$(BIN)/python -m tools.nbcheck
 	$(BIN)/python -m tools.lessons --check
+	$(BIN)/python -m tools.shown
 
 unit: $(STAMP)
 	$(TEST_ENV) $(PYTEST) -n 2 -m "not notebooks and not site"

@@ -86,20 +86,24 @@ def dcgan_generator(
     channels: int = 3,
     width: int = 64,
     synchronized: bool = False,
+    fused: bool = True,
 ):
     """DCGAN generator (Radford et al.): 4x4 seed, stride-2 transposed 4x4 convolutions with
-    batch norm and ReLU, ``tanh`` output; ``size`` is 32 or 64."""
+    batch norm and ReLU, ``tanh`` output; ``size`` is 32 or 64. ``fused=False``: Keras's own
+    batch norm."""
     import keras
     from keras import layers
 
     from helpers.layers import FusedBatchNormalization
+
+    norm = FusedBatchNormalization if fused else layers.BatchNormalization
 
     ups = int(math.log2(size // 4))
     filters = width * 2 ** (ups - 1)
     stack = [
         keras.Input((noise_dim,)),
         layers.Dense(4 * 4 * filters, use_bias=False),
-        FusedBatchNormalization(synchronized=synchronized),
+        norm(synchronized=synchronized),
         layers.ReLU(),
         layers.Reshape((4, 4, filters)),
     ]
@@ -107,7 +111,7 @@ def dcgan_generator(
         filters //= 2
         stack += [
             layers.Conv2DTranspose(filters, 4, strides=2, padding="same", use_bias=False),
-            FusedBatchNormalization(synchronized=synchronized),
+            norm(synchronized=synchronized),
             layers.ReLU(),
         ]
     stack += [
@@ -117,15 +121,19 @@ def dcgan_generator(
     return keras.Sequential(stack, name=f"dcgan{size}_generator")
 
 
-def dcgan_discriminator(shape=(64, 64, 3), width: int = 64, synchronized: bool = False):
+def dcgan_discriminator(
+    shape=(64, 64, 3), width: int = 64, synchronized: bool = False, fused: bool = True
+):
     """DCGAN discriminator: stride-2 4x4 convolutions with batch norm and LeakyReLU, logits.
 
     ``synchronized=True`` uses batch statistics across replicas under a distribution
-    strategy (see notebook 05)."""
+    strategy (see notebook 05); ``fused=False``: Keras's own batch norm."""
     import keras
     from keras import layers
 
     from helpers.layers import FusedBatchNormalization
+
+    norm = FusedBatchNormalization if fused else layers.BatchNormalization
 
     downs = int(math.log2(shape[0] // 4))
     stack = [keras.Input(shape)]
@@ -133,7 +141,7 @@ def dcgan_discriminator(shape=(64, 64, 3), width: int = 64, synchronized: bool =
     for i in range(downs):
         stack.append(layers.Conv2D(filters, 4, strides=2, padding="same", use_bias=i == 0))
         if i:
-            stack.append(FusedBatchNormalization(synchronized=synchronized))
+            stack.append(norm(synchronized=synchronized))
         stack.append(layers.LeakyReLU(0.2))
         filters *= 2
     stack += [layers.Flatten(), layers.Dense(1, dtype="float32")]
@@ -144,23 +152,32 @@ ARCHITECTURES = ("tutorial", "dcgan")
 
 
 def build_pair(
-    architecture: str, shape, noise_dim: int = 100, synchronized: bool = False, dropout: float = 0.3
+    architecture: str,
+    shape,
+    noise_dim: int = 100,
+    synchronized: bool = False,
+    dropout: float = 0.3,
+    fused_bn: bool = True,
+    fast_dropout: bool = True,
 ):
     """Generator and discriminator for images of ``shape`` (28x28 for "tutorial",
     32x32 or 64x64 for "dcgan"); ``synchronized`` batch norm in both networks; ``dropout``
-    in the tutorial's discriminator."""
+    in the tutorial's discriminator. ``fused_bn`` / ``fast_dropout`` False: Keras's own
+    batch norm / dropout (the tutorial's, as 04's ablation measures). Used by: 04, 05."""
     if architecture == "tutorial":
         if shape[:2] != (28, 28):
             raise ValueError(f"the tutorial DCGAN makes 28x28 images, not {shape[:2]}")
         return (
-            tutorial_generator(noise_dim, shape[2], synchronized),
-            tutorial_discriminator(shape, dropout),
+            tutorial_generator(noise_dim, shape[2], synchronized, tuned=fused_bn),
+            tutorial_discriminator(shape, dropout, tuned=fast_dropout),
         )
     if architecture == "dcgan":
         if shape[0] != shape[1] or shape[0] not in (32, 64):
             raise ValueError(f"the DCGAN makes 32x32 or 64x64 images, not {shape[:2]}")
         return (
-            dcgan_generator(noise_dim, shape[0], shape[2], synchronized=synchronized),
-            dcgan_discriminator(shape, synchronized=synchronized),
+            dcgan_generator(
+                noise_dim, shape[0], shape[2], synchronized=synchronized, fused=fused_bn
+            ),
+            dcgan_discriminator(shape, synchronized=synchronized, fused=fused_bn),
         )
     raise ValueError(f"architecture={architecture!r} is unknown: use one of {ARCHITECTURES}")

@@ -1,3 +1,4 @@
+import signal
 import subprocess
 import sys
 import textwrap
@@ -6,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helpers import data, gan, gan_models, gan_run, gan_score
+from helpers import data, gan, gan_models, gan_score
 
 SCRIPTS = Path(__file__).parent / "scripts"
 
@@ -136,14 +137,14 @@ def test_train_step_under_a_two_device_strategy():
     assert done.stdout.split() == ["2", "2", "True", "False", "2", "True"]
 
 
-def run_script(*args):
+def run_script(*args, killed=False):
     done = subprocess.run(
         [sys.executable, str(SCRIPTS / "gan_kill_resume.py"), *map(str, args)],
         capture_output=True,
         text=True,
         timeout=300,
     )
-    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.returncode == (-signal.SIGKILL if killed else 0), done.stderr[-2000:]
     return done.stdout
 
 
@@ -164,30 +165,67 @@ def test_epoch_batches_depend_on_seed_and_epoch_only(tf):
     assert firsts(gan.epoch_batches(images, 4, seed=4)(1)) != epoch_1
 
 
-def test_a_run_reads_one_iterator_for_all_its_epochs(tf, tmp_path, monkeypatch):
-    """An iterator per epoch cost seconds each time one was released (see GANRun.train)."""
+def lesson_run(tmp_path, policy="float32", d_steps=1):
+    """Notebook 04's run (helpers.lessons.dcgan.start_run) on the tutorial pair, 28x28."""
+    from helpers.lessons import dcgan
+
+    settings = dict(architecture="tutorial", policy=policy, xla=False, d_steps=d_steps,
+                    directory=str(tmp_path))
+    return dcgan.start_run(settings, (28, 28, 1))
+
+
+def test_run_batches_resume_exactly_where_the_run_stands(tf):
+    """One stream for the rest of the run (an iterator per epoch cost seconds each time one
+    was released): from step 3 it is the uninterrupted stream's tail, batch for batch."""
     images = data.load("digits", limit=64, verbose=False)
-    trainer = gan.GANTrainer(gan.GANConfig())
-    calls = []
-    distribute = trainer.strategy.experimental_distribute_dataset
-    monkeypatch.setattr(
-        trainer.strategy,
-        "experimental_distribute_dataset",
-        lambda dataset, *a, **k: calls.append(dataset) or distribute(dataset, *a, **k),
-    )
-    run = gan_run.GANRun(trainer, tmp_path, every_steps=100)
-    history = run.train(gan.epoch_batches(images.x_train, 16), 3, 2, progress=False)
-    assert len(calls) == 1 and [r["step"] for r in history["epochs"]] == [2, 4, 6]
+    make = gan.epoch_batches(images.x_train, 16, seed=1)
+    whole = [b.numpy()[:, 0, 0, 0] for b in gan.run_batches(make, 3, 4)]
+    tail = [b.numpy()[:, 0, 0, 0] for b in gan.run_batches(make, 3, 4, step=3)]
+    assert len(whole) == 12 and len(tail) == 9
+    for a, b in zip(whole[3:], tail, strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert list(gan.run_batches(make, 3, 4, step=12)) == []
 
 
-def test_the_training_loop_counts_steps_on_the_host_and_reads_losses_in_batches(
-    tf, tmp_path, monkeypatch
-):
+def test_the_lesson_step_wraps_both_optimizers_for_float16_and_skips_non_finite_steps(tf):
+    import keras
+
+    from helpers.lessons import dcgan
+
+    generator, discriminator, g, d = dcgan.build_gan("tutorial", (28, 28, 1), "mixed_float16")
+    assert generator.layers[0].compute_dtype == "float16"
+    assert isinstance(g, keras.optimizers.LossScaleOptimizer)
+    assert isinstance(d, keras.optimizers.LossScaleOptimizer)
+    step = dcgan.make_train_step(generator, discriminator, g, d, tf.random.Generator.from_seed(0))
+    step(tf.random.uniform((4, 28, 28, 1), -1, 1))
+    before = [v.numpy().copy() for v in discriminator.trainable_variables]
+    scale = float(d.dynamic_scale)
+    step(tf.fill((4, 28, 28, 1), float("nan")))  # non-finite gradients
+    after = [v.numpy() for v in discriminator.trainable_variables]
+    assert all(np.array_equal(a, b) for a, b in zip(before, after, strict=True))
+    assert float(d.dynamic_scale) < scale  # the loss scale backed off
+
+
+def test_the_lesson_step_draws_noise_at_the_batch_size_and_runs_d_steps(tf, tmp_path):
+    from helpers.lessons import dcgan
+
+    generator, discriminator, g, d = dcgan.build_gan("tutorial", (28, 28, 1), "float32")
+    step = dcgan.make_train_step(generator, discriminator, g, d,
+                                 tf.random.Generator.from_seed(0), d_steps=3)
+    for batch in (7, 5):  # a short last batch must not crash or mismatch
+        d_loss, g_loss = step(tf.zeros((batch, 28, 28, 1)))
+        assert np.isfinite(float(d_loss)) and np.isfinite(float(g_loss))
+    assert int(d.iterations) == 6 and int(g.iterations) == 2
+
+
+def test_the_training_loop_counts_steps_on_the_host_and_reads_losses_in_batches(tf, tmp_path):
     """No step waits for the one before: the device's step is read once per train(), and
-    losses are read back every READ_BACK_EVERY steps, at checkpoints and at epoch ends."""
+    losses are read back every read_back steps, at checkpoints and at epoch ends."""
+    from helpers.lessons import dcgan
+
     images = data.load("digits", limit=128, verbose=False)
-    trainer = gan.GANTrainer(gan.GANConfig())
-    dispatched, reads = [], []
+    run = lesson_run(tmp_path)
+    dispatched, reads, device_reads = [], [], []
 
     class Loss:  # a loss whose read-back is noted, with the steps dispatched by then
         def __init__(self, value):
@@ -197,42 +235,44 @@ def test_the_training_loop_counts_steps_on_the_host_and_reads_losses_in_batches(
             reads.append(len(dispatched))
             return float(self.value)
 
-    step = trainer.train_step
-
-    def counted_step(*args):
+    def counted_step(batch):
         dispatched.append(1)
-        return tuple(Loss(v) for v in step(*args))
+        return tuple(Loss(v) for v in run.train_step(batch))
 
-    monkeypatch.setattr(trainer, "train_step", counted_step)
-    device_reads = []
-    monkeypatch.setattr(
-        gan_run.GANRun,
-        "step",
-        property(lambda run: device_reads.append(1) or int(run.trainer.step.numpy())),
-    )
-    run = gan_run.GANRun(trainer, tmp_path, every_steps=30)
-    history = run.train(gan.epoch_batches(images.x_train, 2), 1, 45, progress=False)
-    assert len(device_reads) == 1 and int(trainer.step) == 45
-    # read back in batches: at 20, 30 (a checkpoint), 50 would be next; the epoch ends at 45
-    points = sorted(set(reads))
-    assert points == [20, 30, 45]
-    assert [row[0] for row in history["losses"]] == list(range(1, 46))
+    variable = run.step
+
+    class Step:  # the step variable, its read-backs counted
+        def numpy(self):
+            device_reads.append(1)
+            return variable.numpy()
+
+        def assign(self, value):
+            return variable.assign(value)
+
+    run.step = Step()
+    final = dcgan.train(run, gan.epoch_batches(images.x_train, 2), 1, 45, every=30,
+                        step_fn=counted_step)
+    assert final == 45 and len(device_reads) == 1 and int(variable) == 45
+    assert sorted(set(reads)) == [20, 30, 45]  # 20 queued, a checkpoint, the epoch's end
+    assert [row[0] for row in run.history.losses] == list(range(1, 46))
     assert [Path(p).name for p in run.manager.checkpoints] == ["ckpt-30", "ckpt-45"]
-    assert history["epochs"][0]["step"] == 45
+    assert run.history.epochs[0]["step"] == 45
 
 
 def test_a_gif_needs_at_least_one_grid(tmp_path):
     from helpers.params import ParameterError
 
     with pytest.raises(ParameterError, match=r"grids=\[\]: no epoch grids to animate"):
-        gan_run.make_gif([], tmp_path / "progress.gif")
+        gan.make_gif([], tmp_path / "progress.gif")
     assert not (tmp_path / "progress.gif").exists()
 
 
 def test_killed_and_resumed_run_ends_with_the_same_weights(tmp_path):
+    """A process SIGKILLed mid-epoch, resumed by another from its checkpoint, ends where an
+    uninterrupted run does (notebook 04's own step, checkpoint and loop)."""
     run_script(tmp_path / "straight", 0, tmp_path / "straight.npz")
-    # saves at steps 3, 4 (end of epoch 1) and 6, dies after step 7, mid-epoch
-    run_script(tmp_path / "killed", 7, tmp_path / "killed.npz")
+    # saves at steps 3, 4 (end of epoch 1) and 6, dies before step 8, mid-epoch
+    run_script(tmp_path / "killed", 8, tmp_path / "killed.npz", killed=True)
     out = run_script(tmp_path / "killed", 0, tmp_path / "resumed.npz")
     assert "Resumed from ckpt-6 at step 6." in out
     straight, resumed = np.load(tmp_path / "straight.npz"), np.load(tmp_path / "resumed.npz")
@@ -241,36 +281,48 @@ def test_killed_and_resumed_run_ends_with_the_same_weights(tmp_path):
         np.testing.assert_array_equal(straight[key], resumed[key], err_msg=key)
 
 
-def test_a_corrupt_latest_checkpoint_falls_back_to_the_one_before(tf, tmp_path):
+def test_a_corrupt_latest_checkpoint_falls_back_to_the_one_before(tf, tmp_path, capsys):
+    from helpers.lessons import dcgan
+
     images = data.load("digits", limit=64, verbose=False)
-    trainer = gan.GANTrainer(gan.GANConfig())
-    run = gan_run.GANRun(trainer, tmp_path, every_steps=1)
-    run.train(gan.epoch_batches(images.x_train, 16), epochs=1, steps_per_epoch=3, progress=False)
+    run = lesson_run(tmp_path)
+    dcgan.train(run, gan.epoch_batches(images.x_train, 16), 1, 3, every=1)
     latest = Path(run.manager.latest_checkpoint)
     for part in latest.parent.glob(latest.name + ".data-*"):
         part.write_bytes(b"\0" * 64)
-    resumed = gan_run.GANRun(gan.GANTrainer(gan.GANConfig()), tmp_path, every_steps=1)
-    with pytest.warns(UserWarning, match="could not be read"):
-        step = resumed.restore()
-    assert step == 2 and resumed.history["losses"][-1][0] == 2
+    capsys.readouterr()
+    resumed = lesson_run(tmp_path)
+    assert "ckpt-3 could not be read" in capsys.readouterr().out
+    assert int(resumed.step) == 2 and resumed.history.losses[-1][0] == 2
 
 
 def test_history_grids_gif_and_plot(tf, tmp_path):
+    from helpers.lessons import dcgan
+
     images = data.load("digits", limit=64, verbose=False)
-    trainer = gan.GANTrainer(gan.GANConfig())
-    run = gan_run.GANRun(trainer, tmp_path, every_steps=100)
-    history = run.train(
-        gan.epoch_batches(images.x_train, 16), epochs=2, steps_per_epoch=2, progress=False
-    )
-    assert [row[0] for row in history["losses"]] == [1, 2, 3, 4]
-    assert [row["epoch"] for row in history["epochs"]] == [1, 2]
-    grids = run.grids()
+    run = lesson_run(tmp_path)
+    dcgan.train(run, gan.epoch_batches(images.x_train, 16), 2, 2, every=100)
+    assert [row[0] for row in run.history.losses] == [1, 2, 3, 4]
+    assert [row["epoch"] for row in run.history.epochs] == [1, 2]
+    grids = run.history.grids()
     assert all(g.exists() for g in grids)
-    gif = gan_run.make_gif(grids, tmp_path / "progress.gif")
+    gif = gan.make_gif(grids, tmp_path / "progress.gif")
     from PIL import Image
 
     assert Image.open(gif).n_frames == 2
-    assert len(gan_run.plot_history(history).axes) == 2
+    assert len(gan.plot_history(run.history.as_dict()).axes) == 2
+
+
+def test_the_ablation_measures_each_change_and_skips_what_does_not_apply(tf):
+    from helpers.lessons import dcgan
+
+    rows = dcgan.ablation("float32", False, batch_size=8, repeats=2)
+    names = [name for name, _ in rows]
+    assert names == ["tutorial step, as published", "+ precision", "+ XLA",
+                     "+ fused batch norm", "+ cheaper dropout"]
+    rates = dict(rows)
+    assert rates["+ precision"] is None and rates["+ XLA"] is None  # float32, XLA off
+    assert all(rates[n] > 0 for n in (names[0], names[3], names[4]))
 
 
 def test_score_ranks_real_images_above_noise(tf, tmp_path):
@@ -342,7 +394,12 @@ def test_architecture_follows_the_image_size():
         rule("architecture", "stylegan")
 
 
-def test_drive_only_on_colab(tmp_path):
-    assert gan_run.run_directory("runs/a") == Path("runs/a")
+def test_drive_only_on_colab_and_by_default_there(tmp_path, capsys):
+    assert gan.run_directory("runs/a") == Path("runs/a")
+    assert gan.run_directory("runs/a", use_drive="auto", platform="local") == Path("runs/a")
+    assert "disconnect" not in capsys.readouterr().out
+    assert gan.drive_wanted("auto", platform="colab") and not gan.drive_wanted("auto", "local")
+    assert gan.run_directory("runs/a", use_drive=False, platform="colab") == Path("runs/a")
+    assert "does not survive a disconnect" in capsys.readouterr().out
     with pytest.raises(RuntimeError, match="needs Google Colab"):
-        gan_run.run_directory("runs/a", use_drive=True, platform="local")
+        gan.run_directory("runs/a", use_drive=True, platform="local")

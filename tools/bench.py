@@ -130,24 +130,30 @@ def bench_tfdata(
 
 
 def bench_dcgan(batch_size: int = 256, repeats: int = 10) -> list:
-    """``dcgan_vs_tutorial``: images/s of our DCGAN step against the TF tutorial's step
-    (same model, batch 256, same device, one run)."""
-    from helpers import devices, gan_tutorial
+    """``dcgan_vs_tutorial``: images/s of notebook 04's DCGAN step, with every change that
+    applies on this device, against the TF tutorial's step (same model, batch 256, same
+    device, one run). Both steps and the ablation are notebook 04's own cells
+    (:mod:`helpers.lessons.dcgan`)."""
+    from helpers import devices, gan
+    from helpers.lessons import dcgan
+    from helpers.logs import native_noise_filtered
 
     kinds = devices.available_kinds(devices.list_gpus(), devices.detect_tpu())
     kind = list(kinds)[-1]
-    result = gan_tutorial.compare_steps(kind, kinds[kind], batch_size, repeats)
-    ours = result["ours"]
-    xla = "XLA" if ours["xla"] else "no XLA"
+    policy, xla = gan.choose_precision(kind), gan.choose_xla(kind)
+    with native_noise_filtered():
+        rows = dcgan.ablation(policy, xla, batch_size, repeats)
+    tutorial = rows[0][1]
+    ours = [rate for _, rate in rows if rate][-1]
     return [
         record(
             "dcgan_vs_tutorial",
             kinds[kind],
-            f"DCGAN step images/s, batch {batch_size} ({ours['policy']}, {xla})",
-            ours["images_per_s"],
+            f"DCGAN step images/s, batch {batch_size} ({policy}, {'XLA' if xla else 'no XLA'})",
+            ours,
             "images/s",
             "TF tutorial step (float32, no XLA), same run",
-            result["tutorial"]["images_per_s"],
+            tutorial,
         )
     ]
 

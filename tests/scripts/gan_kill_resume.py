@@ -1,13 +1,16 @@
-"""Train the tutorial DCGAN deterministically; used by tests/test_gan.py.
+"""Train the tutorial DCGAN deterministically with notebook 04's own code
+(helpers.lessons.dcgan); used by tests/test_gan.py.
 
-    python gan_kill_resume.py RUN_DIR STOP_AFTER_STEP OUT.npz
+    python gan_kill_resume.py RUN_DIR DIE_AT_STEP OUT.npz
 
-Trains 2 epochs of 4 steps on the bundled digits with a checkpoint every 3 steps,
-stopping abruptly (no save) after STOP_AFTER_STEP (0: never), resuming first from
-whatever RUN_DIR holds. Writes the generator and discriminator weights to OUT.npz.
+Trains 2 epochs of 4 steps on the bundled digits with a checkpoint every 3 steps, resuming
+first from whatever RUN_DIR holds. With DIE_AT_STEP > 0 the process kills itself with SIGKILL
+just before that step, as notebook 04's child process does (no save, no clean-up). Writes the
+generator and discriminator weights to OUT.npz.
 """
 
 import os
+import signal
 import sys
 
 os.environ["COURSE_OFFLINE"] = "1"
@@ -17,23 +20,27 @@ from helpers.logs import import_tensorflow  # noqa: E402
 tf = import_tensorflow()
 tf.config.experimental.enable_op_determinism()
 
-import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-from helpers import data, gan, gan_run  # noqa: E402
+from helpers import data, gan  # noqa: E402
+from helpers.lessons import dcgan  # noqa: E402
 
-run_dir, stop_after, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-keras.utils.set_random_seed(0)
+run_dir, die_at, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 images = data.load("digits", limit=256, verbose=False)
-trainer = gan.GANTrainer(gan.GANConfig(precision="float32", seed=7))
-run = gan_run.GANRun(trainer, run_dir, every_steps=3)
-run.restore()
-run.train(
-    gan.epoch_batches(images.x_train, 32, seed=3),
-    epochs=2,
-    steps_per_epoch=4,
-    stop_after_step=stop_after or None,
-    progress=False,
-)
-weights = trainer.generator.get_weights() + trainer.discriminator.get_weights()
-np.savez(out, *weights, step=run.step)
+settings = dict(architecture="tutorial", policy="float32", xla=False, d_steps=1, directory=run_dir)
+run = dcgan.start_run(settings, images.shape)
+step = int(run.step.numpy())
+
+
+def dying_step(batch):
+    global step
+    step += 1
+    if step == die_at:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return run.train_step(batch)
+
+
+make_batches = gan.epoch_batches(images.x_train, 32, seed=3)
+dcgan.train(run, make_batches, 2, 4, every=3, step_fn=dying_step)
+weights = run.generator.get_weights() + run.discriminator.get_weights()
+np.savez(out, *weights, step=int(run.step.numpy()))
