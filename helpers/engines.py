@@ -122,24 +122,9 @@ def available_accelerators(runtime: Runtime) -> list[str]:
 def accelerator_rule(runtime: Runtime):
     """A :mod:`helpers.params` rule for ``accelerator`` that needs neither engine imported.
     Used by: 05 (validation cell)."""
-    from helpers.params import ParameterError
+    from helpers.params import accelerator
 
-    def rule(name: str, value: object) -> object:
-        allowed = ("auto", "cpu", "gpu", "tpu")
-        if value not in allowed:
-            raise ParameterError(
-                f"Invalid parameter {name}={value!r}: allowed values are "
-                f"{', '.join(map(repr, allowed))}."
-            )
-        here = available_accelerators(runtime)
-        if value not in here:
-            raise ParameterError(
-                f"Invalid parameter {name}={value!r}: this runtime has no {str(value).upper()}; "
-                f"allowed here: {', '.join(map(repr, here))}."
-            )
-        return value
-
-    return rule
+    return accelerator(lambda: available_accelerators(runtime))
 
 
 def simulated_devices_rule(runtime: Runtime | None = None, most: int = 64):

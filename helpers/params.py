@@ -15,6 +15,7 @@ from types import SimpleNamespace
 from helpers import errors
 
 Rule = Callable[[str, object], object]
+ACCELERATORS = ("auto", "cpu", "gpu", "tpu")
 
 
 class ParameterError(ValueError):
@@ -116,6 +117,23 @@ def folder(inside: str | None = None) -> Rule:
                 raise workdirs.refuse(name, value, f"it is not a folder inside {inside}")
         if (why := workdirs.problem(path)) is not None:
             raise workdirs.refuse(name, value, why)
+        return value
+
+    return rule
+
+
+def accelerator(available: Callable[[], list[str]]) -> Rule:
+    """An ``accelerator`` parameter: one of "auto", "cpu", "gpu", "tpu", and one this runtime
+    has (``available()`` lists those; it is asked only for a known value).
+    Used by: 01, 05 (through helpers.strategy and helpers.engines)."""
+
+    def rule(name: str, value: object) -> object:
+        if value not in ACCELERATORS:
+            raise _fail(name, value, f"allowed values are {', '.join(map(repr, ACCELERATORS))}")
+        here = available()
+        if value not in here:
+            raise _fail(name, value, f"this runtime has no {str(value).upper()}; allowed here: "
+                        f"{', '.join(map(repr, here))}")
         return value
 
     return rule

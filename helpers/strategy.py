@@ -12,8 +12,7 @@ from dataclasses import dataclass
 
 from helpers.devices import TPUStatus, detect_tpu, list_gpus
 from helpers.errors import AcceleratorUnavailable, LateConfigurationError, too_late
-
-ACCELERATORS = ("auto", "cpu", "gpu", "tpu")
+from helpers.params import ACCELERATORS
 
 
 @dataclass
@@ -113,23 +112,9 @@ def accelerator_rule(tpu: TPUStatus | None = None, gpus: list | None = None):
     Asking for a TPU where there is none fails in the validation cell, with one
     line saying what this runtime has. Used by: every notebook's validation cell.
     """
-    from helpers.params import ParameterError
+    from helpers.params import accelerator
 
-    def rule(name: str, value: object) -> object:
-        if value not in ACCELERATORS:
-            allowed = ", ".join(map(repr, ACCELERATORS))
-            raise ParameterError(
-                f"Invalid parameter {name}={value!r}: allowed values are {allowed}."
-            )
-        here = available_accelerators(tpu, gpus)
-        if value not in here:
-            raise ParameterError(
-                f"Invalid parameter {name}={value!r}: this runtime has no {str(value).upper()}; "
-                f"allowed here: {', '.join(map(repr, here))}."
-            )
-        return value
-
-    return rule
+    return accelerator(lambda: available_accelerators(tpu, gpus))
 
 
 def choose_strategy(
