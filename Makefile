@@ -31,7 +31,7 @@ STAGE = @start=$$(date +%s); $(MAKE) --no-print-directory $(1) || exit 1; \
   echo "== stage $(1): $$(( $$(date +%s) - start )) s wall, $$cpu s CPU"
 
 .PHONY: help venv venv-compat run bench test lint check-notebooks unit notebooks nbval \
-        compat-unit compat-notebooks clean-notebooks lessons set-repo clean gpu-check site \
+        compat-unit compat-notebooks clean-notebooks lessons solutions set-repo clean gpu-check site \
         site-test
 
 help:
@@ -44,6 +44,7 @@ help:
 	@echo "make site [EXECUTED=DIR]       the course site from build/executed into build/site"
 	@echo "make site-test                 build the site from make test's notebooks; check it in Chromium"
 	@echo "make clean-notebooks           strip outputs, normalise metadata and URLs"
+	@echo "make solutions                 the notebooks with their exercises solved, in build/solutions"
 	@echo "make lessons                   copy the notebooks' #@save cells into helpers/lessons"
 	@echo "make set-repo REPO=owner/name [BRANCH=main]  point badges and installs elsewhere"
 
@@ -96,13 +97,14 @@ test: $(STAMP) $(COMPAT_STAMP)
 	$(call STAGE,compat-notebooks)
 
 lint: $(STAMP)
-	$(BIN)/ruff check helpers tests tools notebooks
+	$(BIN)/ruff check helpers tests tools notebooks solutions
 
 check-notebooks: $(STAMP)
 	$(BIN)/python -m tools.nbclean --check
 	$(BIN)/python -m tools.nbcheck
 	$(BIN)/python -m tools.lessons --check
 	$(BIN)/python -m tools.shown
+	$(BIN)/python -m tools.exercises --check
 
 unit: $(STAMP)
 	$(TEST_ENV) $(PYTEST) -n 2 -m "not notebooks and not site"
@@ -134,13 +136,19 @@ site-test: $(SITE_STAMP)
 
 # The same unit tests and notebook runs on the compat stack (nbval stays on the pinned one).
 # Its executed copies go to build/test-compat, apart from the ones nbval re-runs; each notebook
-# runs once there (the pinned stage already runs each twice in one kernel).
+# runs once there (the pinned stage already runs each twice in one kernel), with its exercises
+# solved: every check must say "right" there, and "not yet" to the untouched ones on the pinned.
 compat-unit: $(COMPAT_STAMP)
 	$(TEST_ENV) $(COMPAT_PYTEST) -n 2 -m "not notebooks and not site"
 
 compat-notebooks: $(COMPAT_STAMP)
 	rm -rf $(COMPAT_BUILD)
-	$(TEST_ENV) COURSE_TEST_BUILD=$(COMPAT_BUILD) COURSE_TEST_PASSES=1 $(COMPAT_PYTEST) -n 2 -m notebooks
+	$(TEST_ENV) COURSE_TEST_BUILD=$(COMPAT_BUILD) COURSE_TEST_PASSES=1 COURSE_TEST_SOLUTIONS=1 \
+	  $(COMPAT_PYTEST) -n 2 -m notebooks
+
+# The notebooks with their exercises solved (solutions/NN_name.py), into build/solutions.
+solutions: $(STAMP)
+	$(BIN)/python -m tools.exercises --out build/solutions
 
 clean-notebooks: $(STAMP)
 	$(BIN)/python -m tools.nbclean

@@ -14,9 +14,10 @@ import json
 import os
 import re
 
+import nbformat
 import pytest
 
-from tools import course, run_notebooks
+from tools import course, exercises, run_notebooks
 
 pytestmark = pytest.mark.notebooks
 
@@ -24,6 +25,10 @@ BUILD = course.ROOT / os.environ.get("COURSE_TEST_BUILD", "build/test")
 # How many times each notebook runs in its kernel: 2 proves "Run all" twice works. The compat
 # stack runs each once ($COURSE_TEST_PASSES=1): being idempotent does not depend on the release.
 PASSES = int(os.environ.get("COURSE_TEST_PASSES", "2"))
+# The compat stack runs the copies whose exercise cells hold their solutions
+# ($COURSE_TEST_SOLUTIONS=1, tools/exercises.py): every check must then say "right"; the pinned
+# stack runs the notebooks as learners get them, where every check must say "not yet".
+SOLUTIONS = os.environ.get("COURSE_TEST_SOLUTIONS") == "1"
 NOTEBOOKS = course.notebook_paths()
 PROFILES = course.profiles()
 INVALID = {
@@ -56,10 +61,18 @@ def test_notebook_runs_twice_in_one_kernel_with_test_parameters(path):
     """All cells, then all cells again in the same kernel: set-up that is not idempotent
     (memory settings, strategies, a TPU initialised twice, folders) fails the second run."""
     params = course.parameters_for(path.stem, "test")
-    result = run_notebooks.execute(path, BUILD, params, passes=PASSES)
+    result = run_notebooks.execute(path, BUILD, params, passes=PASSES, solutions=SOLUTIONS)
     assert result.status == "passed", (
         f"run {result.failed_pass} of {PASSES}, cell {result.error_cell}: {result.error}"
     )
+    expected = [id for _, id, _ in exercises.exercise_cells(nbformat.read(path, as_version=4))]
+    assert sorted(result.exercises) == expected, "every exercise's check ran and said so"
+    wrong = [id for id, passed in result.exercises.items() if passed != SOLUTIONS]
+    assert not wrong, (
+        f"{'solved' if SOLUTIONS else 'untouched'} exercises whose check said "
+        f"{'not yet' if SOLUTIONS else 'right'}: {wrong} (see {result.executed})"
+    )
+    assert "This run took " in result.executed.read_text(), "it says how long it ran"
     assert result.device != "not stated", "the notebook must say which device ran it"
     if path.stem == "04_dcgan":  # which batch norm and dropout ran (helpers.layers.describe)
         assert "Our step's batch norm: " in result.executed.read_text()

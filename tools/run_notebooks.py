@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from helpers.devices import DEVICE_MIME  # the record helpers.devices.announce leaves
+from helpers.exercises import verdicts_in  # the records the exercises' checks leave
 from tools.course import BUILD, notebook_paths, parameters_for
 
 
@@ -32,6 +33,8 @@ class RunResult:
     error_cell: str | None = None  # the failing cell's id, as in the stored notebook
     passes: int = 1  # runs of all its cells in one kernel (2: the second "Run all" too)
     failed_pass: int | None = None  # which of them failed
+    exercises: dict[str, bool] | None = None  # {exercise: its check passed}, as the run left it
+    solutions: bool = False  # whether the exercise cells held their solutions
 
 
 PASS_KEY = "course_pass"  # notebook metadata: the pass under way, or the one that failed
@@ -99,14 +102,18 @@ def first_error(nb) -> tuple[str | None, str]:
 
 
 def execute(
-    path: Path, build: Path, parameters: dict, timeout: int = 1800, passes: int = 1
+    path: Path, build: Path, parameters: dict, timeout: int = 1800, passes: int = 1,
+    solutions: bool = False,
 ) -> RunResult:
     """Run one notebook with papermill; never raises for a failing notebook.
 
     ``passes=2`` runs all its cells a second time in the same kernel once the first run
-    passed: what a learner's second "Run all" does."""
+    passed: what a learner's second "Run all" does. ``solutions=True`` runs the copy whose
+    exercise cells hold their solutions (tools/exercises.py), written to ``build/solved``."""
     import nbformat
     import papermill
+
+    from tools.exercises import write_solutions
 
     _register_engine()
 
@@ -114,10 +121,11 @@ def execute(
     workdir = build / "work" / path.stem
     executed.parent.mkdir(parents=True, exist_ok=True)
     workdir.mkdir(parents=True, exist_ok=True)
+    source = write_solutions(build / "solved", [path])[0] if solutions else path
     start = time.perf_counter()
     try:
         papermill.execute_notebook(
-            str(path),
+            str(source),
             str(executed),
             parameters=parameters,
             kernel_name="python3",
@@ -138,7 +146,8 @@ def execute(
     cell, error = first_error(nb)
     failed = nb.metadata.get(PASS_KEY) if status == "failed" else None
     return RunResult(
-        path.stem, status, seconds, device_of(nb), executed, error, cell, passes, failed
+        path.stem, status, seconds, device_of(nb), executed, error, cell, passes, failed,
+        verdicts_in(nb), solutions,
     )
 
 
@@ -257,6 +266,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--twice", action="store_true", help="run each notebook's cells twice in one kernel"
     )
+    parser.add_argument(
+        "--solutions", action="store_true", help="run the copies with the exercises solved"
+    )
     parser.add_argument("names", nargs="*", help="notebook names (stems); default: all")
     args = parser.parse_args(argv)
     paths = [p for p in notebook_paths() if not args.names or p.stem in args.names]
@@ -269,9 +281,13 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"running {path.name} ({args.profile}: {params or 'notebook defaults'}) ...", flush=True
         )
-        result = execute(path, args.build, params, passes=2 if args.twice else 1)
+        result = execute(
+            path, args.build, params, passes=2 if args.twice else 1, solutions=args.solutions
+        )
         render_html(result.executed, args.build / "html")
-        print(f"  {result.status} in {result.seconds:.1f} s on {result.device}", flush=True)
+        right = sum((result.exercises or {}).values())
+        print(f"  {result.status} in {result.seconds:.1f} s on {result.device}; exercises "
+              f"right: {right} of {len(result.exercises or {})}", flush=True)
         results.append(result)
     print(summary(results, args.build.resolve().parent))
     return 0 if all(r.status == "passed" for r in results) else 1
