@@ -57,10 +57,12 @@ $(STAMP): requirements.txt pyproject.toml
 
 venv: $(STAMP)
 
-# The site's Sphinx stack, on top of the pinned environment (constrained by it: no pin moves).
+# The site's Sphinx stack, on top of the pinned environment. requirements.txt is passed again as
+# requirements (not as constraints: pip refuses a constraint with extras, such as jax[cpu]), so
+# the resolver keeps every pin and fails if the site's packages would move one.
 SITE_STAMP := $(VENV)/.site-installed
 $(SITE_STAMP): $(STAMP) requirements-site.txt
-	$(BIN)/python -m pip install -q -r requirements-site.txt -c requirements.txt
+	$(BIN)/python -m pip install -q -r requirements.txt -r requirements-site.txt
 	@touch $@
 
 $(COMPAT_STAMP): requirements-compat.txt pyproject.toml

@@ -117,7 +117,7 @@ def problems(paths: list[Path] | None = None) -> list[str]:
         if solutions_file(path).exists():
             blocks = {b.id: b for b in solution_blocks(solutions_file(path))}
         elif cells:
-            found.append(f"{path.name}: no solutions file {solutions_file(path).relative_to(ROOT)}")
+            found.append(f"{path.name}: no solutions file solutions/{solutions_file(path).name}")
         for index, id, title in cells:
             seen.add(id)
             after = next((c for c in nb.cells[index + 1:] if c.cell_type == "code"), None)
