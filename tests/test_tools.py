@@ -16,13 +16,19 @@ def make_notebook(**changes):
     """A small notebook that follows every convention; ``changes`` break one."""
     cells = {
         "title": nbformat.v4.new_markdown_cell("# Example"),
-        "badge": nbformat.v4.new_markdown_cell(f"[![Open In Colab](colab-badge.svg)]({URL})"),
+        "badge": nbformat.v4.new_markdown_cell(
+            f"[![Open In Colab](colab-badge.svg)]({URL})\n\n**Prerequisites:** 01 and 02.\n\n"
+            "You will:\n\n- learn one thing;\n- and another."
+        ),
         "setup": nbformat.v4.new_markdown_cell("## Setup"),
         "install": nbformat.v4.new_code_cell(course.install_cell(**CONF)),
         "params": nbformat.v4.new_code_cell("epochs = 3\nbatch_size = 8"),
         "validate": nbformat.v4.new_code_cell(
             "p = validate(epochs=(epochs, integer(1)), batch_size=(batch_size, integer(1)))"
         ),
+        "exercises": nbformat.v4.new_markdown_cell("## Exercises"),
+        "elapsed": nbformat.v4.new_code_cell('print(f"This run took {elapsed:.0f} s")'),
+        "reading": nbformat.v4.new_markdown_cell("## Further reading"),
         "summary": nbformat.v4.new_markdown_cell("## Summary\n\n## Next steps"),
     }
     cells["params"].metadata["tags"] = ["parameters"]
@@ -61,6 +67,16 @@ def test_a_conforming_notebook_passes():
         ({"extra": nbformat.v4.new_code_cell("\n".join(["x = 1"] * 26))}, "has 26 lines"),
         ({"install": nbformat.v4.new_code_cell("%pip install helpers")}, "the install cell"),
         ({"install": None}, "the install cell"),
+        ({"exercises": None}, "'## Exercises'"),
+        ({"reading": None}, "'## Further reading'"),
+        ({"elapsed": None}, "how long the run took"),
+        ({"badge": nbformat.v4.new_markdown_cell(f"({URL}) colab-badge You will:\n\n- x")},
+         "prerequisites"),
+        ({"badge": nbformat.v4.new_markdown_cell(f"({URL}) colab-badge\n**Prerequisites:** 01")},
+         "what the reader will learn"),
+        ({"badge": nbformat.v4.new_markdown_cell(
+            f"({URL}) colab-badge\n**Prerequisites:** 01 and 10\n\nYou will:\n\n- x")},
+         "earlier notebooks only, not ['10']"),
     ],
 )
 def test_each_broken_convention_is_reported(change, expected):

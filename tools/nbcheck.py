@@ -8,7 +8,10 @@ Setup``; exactly one ``parameters`` cell with the validation cell right after
 it, validating every parameter, collapsed (a ``#@title`` form on Colab, hidden source in
 Jupyter: ``tools.nbclean`` writes both); ``## Summary`` and ``## Next steps``; short
 code cells, the first of them the install cell (``tools.course.INSTALL_CELL``);
-a ``python3`` kernelspec with ``language_info``; stored clean. Every
+an introduction saying what the reader will learn ("You will:" and a list) and its
+prerequisites (``**Prerequisites:**``, earlier notebooks only); ``## Exercises`` and
+``## Further reading``; the last code cell printing how long the run took; a ``python3``
+kernelspec with ``language_info``; stored clean. Every
 parameter also needs at least one invalid value in ``notebooks/profiles.toml``,
 so the test suite proves it is rejected.
 """
@@ -68,9 +71,12 @@ def check_notebook(path: Path, text: str, conf: dict, known_profiles: dict) -> l
     if not codes or source(codes[0]) != install_cell(conf["repository"], conf["branch"]):
         problems.append("the first code cell must be the install cell of tools/course.py")
     heads = headings(cells)
-    for wanted in ("## Setup", "## Summary", "## Next steps"):
+    for wanted in ("## Setup", "## Exercises", "## Further reading", "## Summary", "## Next steps"):
         if wanted not in heads:
             problems.append(f"missing the heading '{wanted}'")
+    problems += _check_intro(cells, name)
+    if not codes or "This run took " not in source(codes[-1]):
+        problems.append("the last code cell must print how long the run took ('This run took')")
     tagged = [i for i, c in enumerate(cells) if "parameters" in c["metadata"].get("tags", [])]
     if len(tagged) != 1:
         problems.append(f"exactly one cell must be tagged 'parameters' (found {len(tagged)})")
@@ -85,6 +91,24 @@ def check_notebook(path: Path, text: str, conf: dict, known_profiles: dict) -> l
         problems.append("metadata needs kernelspec 'python3' and language_info")
     if dumps(clean(nb, name, conf["repository"], conf["branch"])) != text:
         problems.append("not stored clean (outputs, metadata or URLs): run `make clean-notebooks`")
+    return problems
+
+
+def _check_intro(cells, name) -> list[str]:
+    """What the reader learns ("You will:" and a list) and what comes first: a line
+    "**Prerequisites:** ..." naming only earlier notebooks (or "none")."""
+    intro = "\n".join(source(c) for c in cells[:3] if c["cell_type"] == "markdown")
+    problems = []
+    if not re.search(r"you will( learn)?:\n\n?- ", intro, re.IGNORECASE):
+        problems.append("the introduction must list what the reader will learn ('You will:', "
+                        "then a bulleted list)")
+    found = re.search(r"^\*\*Prerequisites:\*\* (.+)$", intro, re.MULTILINE)
+    if not found:
+        problems.append("the introduction must state its prerequisites ('**Prerequisites:** ...')")
+    else:
+        later = [n for n in re.findall(r"\b(\d\d)\b", found[1]) if n >= name[:2]]
+        if later:
+            problems.append(f"prerequisites may name earlier notebooks only, not {later}")
     return problems
 
 
