@@ -107,6 +107,7 @@ check-notebooks: $(STAMP)
 	$(BIN)/python -m tools.lessons --check
 	$(BIN)/python -m tools.shown
 	$(BIN)/python -m tools.exercises --check
+	$(BIN)/python -m tools.course_map readme --check
 
 unit: $(STAMP)
 	$(TEST_ENV) $(PYTEST) -n 2 -m "not notebooks and not site"

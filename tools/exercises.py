@@ -2,6 +2,7 @@
 
     python -m tools.exercises --check        # make check-notebooks
     python -m tools.exercises [--out DIR]    # make solutions: DIR/NN_name.ipynb, solved
+    python -m tools.exercises --notes        # the list in docs/instructor_notes.md
 
 Each notebook's "## Exercises" section holds two to four exercises (helpers/exercises). An
 exercise is a code cell whose first line is ``# Exercise NN.k: title``; the next code cell checks
@@ -24,6 +25,8 @@ from pathlib import Path
 from tools.course import BUILD, ROOT, notebook_paths
 
 SOLUTIONS = ROOT / "solutions"
+NOTES = ROOT / "docs" / "instructor_notes.md"
+START, END = "<!-- exercises:start -->", "<!-- exercises:end -->"
 MARKER = re.compile(r"^# Exercise (\d\d)\.(\d+): (.+)$")
 PER_NOTEBOOK = (2, 4)  # how many exercises each notebook has, at least and at most
 
@@ -146,15 +149,54 @@ def problems(paths: list[Path] | None = None) -> list[str]:
     return found
 
 
+def exercise_list() -> str:
+    """The instructor notes' list: per notebook, each exercise with what its check catches."""
+    import nbformat
+
+    from helpers.exercises import load_checks
+
+    registry = load_checks()
+    lines = []
+    for path in notebook_paths():
+        nb = nbformat.read(path, as_version=4)
+        lines.append(f"\n**[{path.stem}](../notebooks/{path.name}#exercises)** "
+                     f"([solutions](../solutions/{path.stem}.py))\n")
+        for _, id, title in exercise_cells(nb):
+            ex = registry.get(id)
+            more = f" *Right* means: {ex.right} Hint: {ex.hint}" if ex else ""
+            lines.append(f"- **{id}** {title}.{more}")
+    return "\n".join(lines).strip()
+
+
+def write_notes(check: bool = False) -> bool:
+    """Put :func:`exercise_list` between the notes' markers; ``check``: only compare."""
+    text = NOTES.read_text()
+    head, rest = text.split(START, 1)
+    _, tail = rest.split(END, 1)
+    new = f"{head}{START}\n{exercise_list()}\n{END}{tail}"
+    if check:
+        return new == text
+    NOTES.write_text(new)
+    return True
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--check", action="store_true", help="only check the exercises")
+    parser.add_argument("--notes", action="store_true", help="write the instructor notes' list")
     parser.add_argument("--out", type=Path, default=BUILD / "solutions")
     args = parser.parse_args(argv)
     if found := problems():
         print("\n".join(found), file=sys.stderr)
         return 1
+    if args.notes:
+        write_notes()
+        return 0
     if args.check:
+        if not write_notes(check=True):
+            print("docs/instructor_notes.md lists other exercises: run "
+                  "`python -m tools.exercises --notes`", file=sys.stderr)
+            return 1
         count = sum(len(solution_blocks(solutions_file(p))) for p in notebook_paths())
         print(f"exercises: {count} in {len(notebook_paths())} notebooks, each with its check "
               "and its solution")

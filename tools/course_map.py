@@ -1,0 +1,223 @@
+"""The README's course map: what each notebook builds on, the runtime it wants, and how long
+``make run`` takes it, measured.
+
+    python -m tools.course_map measure --profile quick [--budget-s 900] [NAME ...]
+    python -m tools.course_map readme [--check]
+
+``measure`` runs each notebook as ``make run`` does (``tools.run_notebooks``, one child process
+per notebook) and records, in ``docs/measured_times.json``, its wall-clock seconds, the CPU
+seconds of all its processes (which other work on the machine changes less), the device and the
+machine. A notebook still running after ``--budget-s`` is stopped and recorded as such: the full
+profile is sized for a Colab GPU, and some of it takes hours on a laptop's CPU. ``readme``
+writes the map into README.md between its markers; ``--check`` (in ``make check-notebooks``)
+fails where the README and the records differ.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import resource
+import signal
+import subprocess
+import sys
+import time
+from datetime import date
+from pathlib import Path
+
+from tools.course import BUILD, ROOT, notebook_paths
+
+RECORDS = ROOT / "docs" / "measured_times.json"
+README = ROOT / "README.md"
+START, END = "<!-- course-map:start -->", "<!-- course-map:end -->"
+PROFILES = ("quick", "full")
+
+#: The runtime each notebook wants; every one also runs, with stand-ins, on a CPU.
+RUNTIMES = {
+    "01": "any: CPU, GPU or TPU",
+    "02": "a GPU (Colab's T4), to compare with the CPU",
+    "03": "any; a GPU for the utilisation section",
+    "04": "a GPU (Colab's T4 or better)",
+    "05": "a TPU (Kaggle's v5e-8, Colab's v5e-1); 8 simulated devices elsewhere",
+    "06": "a GPU (its memory is the lesson); a memory budget stands in on a CPU",
+    "07": "several GPUs to scale; simulated replicas and local workers elsewhere",
+}
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (Linux: from /proc), deepest last."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def measure_one(name: str, profile: str, budget_s: float, build: Path) -> dict:
+    """Run one notebook as ``make run`` does; stop it (all its processes) after ``budget_s``."""
+    command = [sys.executable, "-m", "tools.run_notebooks", "--profile", profile,
+               "--build", str(build), name]
+    cpu0, start = _children_cpu_s(), time.perf_counter()
+    child = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True)
+    try:
+        output, _ = child.communicate(timeout=budget_s)
+        status = "passed" if child.returncode == 0 else "failed"
+    except subprocess.TimeoutExpired:
+        for pid in [*_descendants(child.pid), child.pid]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        output, _ = child.communicate()
+        status = "stopped"
+    wall = time.perf_counter() - start
+    found = re.search(r" (?:passed|failed) in [\d.]+ s on (.+?);", output or "")
+    return {
+        "notebook": name, "profile": profile, "status": status, "wall_s": round(wall),
+        # the killed processes' CPU time is not reported back to this one: only a full run has it
+        "cpu_s": round(_children_cpu_s() - cpu0) if status != "stopped" else None,
+        "device": found[1] if found else "not stated", "budget_s": budget_s,
+        "date": date.today().isoformat(),
+        "machine": f"{_cpu_model()}, {os.cpu_count()} logical CPUs",
+    }
+
+
+def load() -> dict:
+    return json.loads(RECORDS.read_text()) if RECORDS.exists() else {}
+
+
+def save(records: dict) -> None:
+    RECORDS.parent.mkdir(parents=True, exist_ok=True)
+    RECORDS.write_text(json.dumps(records, indent=1, sort_keys=True) + "\n")
+
+
+def _minutes(seconds: float) -> str:
+    seconds = round(seconds)
+    return f"{seconds} s" if seconds < 60 else f"{seconds // 60} min {seconds % 60:02d} s"
+
+
+def cell(record: dict | None) -> str:
+    if record is None:
+        return "not measured"
+    if record["status"] == "stopped":
+        return f"> {_minutes(record['wall_s'])} (stopped there)"
+    text = f"{_minutes(record['wall_s'])} (CPU {_minutes(record['cpu_s'])})"
+    return text if record["status"] == "passed" else f"{text}, failed"
+
+
+def prerequisites(path: Path) -> str:
+    """The notebooks a notebook's "**Prerequisites:**" line names, e.g. "01, 02"."""
+    import nbformat
+
+    intro = "\n".join(c.source for c in nbformat.read(path, as_version=4).cells[:3])
+    found = re.search(r"^\*\*Prerequisites:\*\* (.+)$", intro, re.MULTILINE)
+    numbers = sorted(set(re.findall(r"\b(\d\d)\b", found[1]))) if found else []
+    return ", ".join(numbers) or "none"
+
+
+def title(path: Path) -> str:
+    """A notebook's H1 title, up to its colon: "Runtime check", "DCGAN on a GPU"."""
+    import nbformat
+
+    first = nbformat.read(path, as_version=4).cells[0].source.split("\n", 1)[0]
+    return first.lstrip("# ").split(":", 1)[0].strip()
+
+
+def course_map(records: dict) -> str:
+    rows = ["| # | Notebook | Builds on | Wants | `make run` (quick) | `make run PROFILE=full` |",
+            "|---|---|---|---|---|---|"]
+    machines, dates = set(), set()
+    for path in notebook_paths():
+        number = path.stem[:2]
+        quick, full = (records.get(p, {}).get(path.stem) for p in PROFILES)
+        for r in (quick, full):
+            if r:
+                machines.add(r["machine"])
+                dates.add(r["date"])
+        rows.append(f"| {number} | [{title(path)}](notebooks/{path.name}) | "
+                    f"{prerequisites(path)} | {RUNTIMES.get(number, 'any')} | {cell(quick)} | "
+                    f"{cell(full)} |")
+    where = "; ".join(sorted(machines)) or "nowhere yet"
+    when = ", ".join(sorted(dates)) or "never"
+    note = (f"\nTimes: wall clock, and in brackets the CPU time of all the notebook's processes, "
+            f"measured by `python -m tools.course_map measure` on {where} ({when}), on the "
+            "CPU, without an accelerator. On Colab's GPU the full profile is what a learner "
+            "runs; on a CPU some of it takes hours, so a run is stopped at the budget shown "
+            "(`> ...`). Other work on the machine lengthens wall times more than CPU times.")
+    return "\n".join(rows) + "\n" + note
+
+
+def write_readme(check: bool = False) -> bool:
+    """Put the map between the README's markers; with ``check``, only say if it differs."""
+    text = README.read_text()
+    if START not in text or END not in text:
+        raise SystemExit(f"README.md has no {START} ... {END} markers")
+    head, rest = text.split(START, 1)
+    _, tail = rest.split(END, 1)
+    new = f"{head}{START}\n{course_map(load())}\n{END}{tail}"
+    if check:
+        return new == text
+    README.write_text(new)
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("measure", help="time notebooks as make run does")
+    run.add_argument("--profile", choices=PROFILES, default="quick")
+    run.add_argument("--budget-s", type=float, default=1800, help="stop a notebook after this")
+    run.add_argument("--build", type=Path, default=BUILD / "times")
+    run.add_argument("names", nargs="*", help="notebook names (stems); default: all")
+    readme = sub.add_parser("readme", help="write the course map into README.md")
+    readme.add_argument("--check", action="store_true")
+    args = parser.parse_args(argv)
+    if args.command == "readme":
+        if not write_readme(args.check):
+            print("README.md's course map differs from docs/measured_times.json: run "
+                  "`python -m tools.course_map readme`", file=sys.stderr)
+            return 1
+        return 0
+    records = load()
+    for path in notebook_paths():
+        if args.names and path.stem not in args.names:
+            continue
+        record = measure_one(path.stem, args.profile, args.budget_s, args.build / args.profile)
+        print(f"{path.stem}: {record['status']}, {cell(record)}, on {record['device']}",
+              flush=True)
+        records.setdefault(args.profile, {})[path.stem] = record
+        save(records)
+    write_readme()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
