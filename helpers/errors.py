@@ -72,6 +72,16 @@ class JaxProcessError(RuntimeError):
     """A function failed in the JAX process; the message carries the child's traceback."""
 
 
+class ExerciseNotDone(RuntimeError):
+    """An exercise cell still holds its placeholder (``...``): raised by a check's
+    :func:`helpers.exercises.require`, and turned by :func:`helpers.exercises.check` into its
+    "not yet" line."""
+
+    def __init__(self, message: str = "The exercise still holds its placeholder (`...`): "
+                 "complete it, run it, then run its check."):
+        super().__init__(message)
+
+
 #: Errors a notebook shows as their one line (with ParameterError, see helpers.params).
 ONE_LINE_ERRORS: tuple[type[BaseException], ...] = (
     LateConfigurationError,
@@ -82,4 +92,5 @@ ONE_LINE_ERRORS: tuple[type[BaseException], ...] = (
     ChildDied,
     ChildTimeout,
     JaxProcessError,
+    ExerciseNotDone,
 )
