@@ -137,17 +137,19 @@ site-test: $(SITE_STAMP)
 	$(BIN)/python -m tools.site --executed $(TEST_BUILD)/executed --out $(TEST_BUILD)/site
 	$(TEST_ENV) COURSE_SITE=$(TEST_BUILD)/site $(PYTEST) -m site tests/test_site_browser.py
 
-# The same unit tests and notebook runs on the compat stack (nbval stays on the pinned one).
+# The same unit tests and notebook runs on the compat stack (nbval stays on the pinned one), less
+# what does not depend on the stack or is run again there: the tests marked heavy (see
+# pyproject.toml), and the invalid parameter values (helpers.params, plain Python).
 # Its executed copies go to build/test-compat, apart from the ones nbval re-runs; each notebook
 # runs once there (the pinned stage already runs each twice in one kernel), with its exercises
 # solved: every check must say "right" there, and "not yet" to the untouched ones on the pinned.
 compat-unit: $(COMPAT_STAMP)
-	$(TEST_ENV) $(COMPAT_PYTEST) -n 2 -m "not notebooks and not site"
+	$(TEST_ENV) $(COMPAT_PYTEST) -n 2 -m "not notebooks and not site and not heavy"
 
 compat-notebooks: $(COMPAT_STAMP)
 	rm -rf $(COMPAT_BUILD)
 	$(TEST_ENV) COURSE_TEST_BUILD=$(COMPAT_BUILD) COURSE_TEST_PASSES=1 COURSE_TEST_SOLUTIONS=1 \
-	  $(COMPAT_PYTEST) -n 2 -m notebooks
+	  $(COMPAT_PYTEST) -n 2 -m notebooks -k runs_with_test_parameters
 
 # The notebooks with their exercises solved (solutions/NN_name.py), into build/solutions.
 solutions: $(STAMP)

@@ -6,6 +6,8 @@ from helpers import multiworker
 from helpers.environment import nvidia_smi
 from tools import bench
 
+pytestmark = pytest.mark.heavy  # see pyproject.toml
+
 
 def test_record_has_a_ratio_only_with_a_baseline():
     plain = bench.record("x", "CPU", "m", 2.0, "GFLOP/s")

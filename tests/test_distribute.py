@@ -62,18 +62,21 @@ def eight_replicas():
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("model", ["classifier", "gan"])
 def test_one_and_eight_replicas_make_the_same_update(eight_replicas, model):
     synced = eight_replicas[f"{model} True"]
     assert synced["loss"] < 1e-4 and synced["weights"] < 1e-4
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("model", ["classifier", "gan"])
 def test_per_replica_batch_norm_drifts(eight_replicas, model):
     synced, plain = eight_replicas[f"{model} True"], eight_replicas[f"{model} False"]
     assert plain["weights"] > 10 * max(synced["weights"], 1e-7)
 
 
+@pytest.mark.heavy
 def test_fit_under_eight_replicas_falls_back_from_steps_per_execution(eight_replicas):
     fit = eight_replicas["fit"]
     assert fit["replicas"] == 8 and fit["spe"] == 1 and "keras-team/keras#19246" in fit["note"]

@@ -267,6 +267,7 @@ def test_a_gif_needs_at_least_one_grid(tmp_path):
     assert not (tmp_path / "progress.gif").exists()
 
 
+@pytest.mark.heavy
 def test_killed_and_resumed_run_ends_with_the_same_weights(tmp_path):
     """A process SIGKILLed mid-epoch, resumed by another from its checkpoint, ends where an
     uninterrupted run does (notebook 04's own step, checkpoint and loop)."""

@@ -101,6 +101,7 @@ def test_one_and_eight_jax_devices_make_the_same_classifier_update(notebook_jax)
     assert diff["loss"] < 1e-5 and diff["weights"] < 1e-5 and diff["update"] < 1e-4, diff
 
 
+@pytest.mark.heavy
 def test_one_and_eight_jax_devices_make_the_same_gan_update_even_with_dropout(notebook_jax):
     train = notebook_jax["train_gan_on_jax"]
     runs = {n: train(256, n, 64, 1, 0.3) for n in (1, 8)}

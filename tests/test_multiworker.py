@@ -76,6 +76,7 @@ def test_local_workers_never_share_a_gpu():
     assert multiworker.worker_devices(1, 0)[0] == ["-1"]
 
 
+@pytest.mark.heavy
 def test_two_workers_train_like_one_worker_with_the_same_global_batch(work, two_workers):
     job = multiworker.Job(workers=1, steps=STEPS, checkpoint_every=EVERY, learning_rate=0.005)
     one = multiworker.run_cluster(job, work("one"))
@@ -92,6 +93,7 @@ def test_two_workers_train_like_one_worker_with_the_same_global_batch(work, two_
     assert two_workers.device == multiworker.worker_devices(2, len(nvidia_smi()))[1]
 
 
+@pytest.mark.heavy
 def test_a_killed_worker_resumes_from_the_last_checkpoint(work, two_workers):
     job = multiworker.Job(
         workers=2, steps=STEPS, checkpoint_every=EVERY, learning_rate=0.005, kill=(1, 30)
@@ -111,6 +113,7 @@ def test_a_killed_worker_resumes_from_the_last_checkpoint(work, two_workers):
     assert lines[3].get_xdata()[0] == EVERY
 
 
+@pytest.mark.heavy
 def test_the_cluster_gives_up_after_its_restarts(work):
     job = multiworker.Job(workers=2, steps=10, checkpoint_every=5, kill=(0, 3))
     with pytest.raises(RuntimeError, match="the cluster failed 1 times"):
@@ -142,6 +145,7 @@ except ValueError as error:
 """
 
 
+@pytest.mark.heavy
 def test_keras_fit_still_fails_under_the_strategy_as_notebook_07_says():
     """keras-team/keras#20585. When this fails, Keras has fixed it: update notebook 07."""
     import json
@@ -165,6 +169,7 @@ def test_keras_fit_still_fails_under_the_strategy_as_notebook_07_says():
         assert "FIT FAILED Attempt to convert a value (PerReplica" in output, output[-1500:]
 
 
+@pytest.mark.heavy
 def test_calling_again_on_the_same_folder_resumes_instead_of_starting_over(work):
     folder = work("again")
     job = multiworker.Job(workers=1, steps=8, checkpoint_every=4)
@@ -245,6 +250,7 @@ run()  # "kill": the test kills this process outright
 """
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("how", ["exit", "kill"])
 def test_workers_end_when_their_launcher_ends(tmp_path, how):
     """At interpreter exit (atexit), and even when the launcher is killed outright (SIGKILL,

@@ -57,9 +57,10 @@ def folder_parameters(path) -> list[str]:
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
-def test_notebook_runs_twice_in_one_kernel_with_test_parameters(path):
-    """All cells, then all cells again in the same kernel: set-up that is not idempotent
-    (memory settings, strategies, a TPU initialised twice, folders) fails the second run."""
+def test_notebook_runs_with_test_parameters(path):
+    """All cells, then all cells again in the same kernel ($COURSE_TEST_PASSES): set-up that is
+    not idempotent (memory settings, strategies, a TPU initialised twice, folders) fails the
+    second run. Every exercise's check must say "not yet" ("right" where they are solved)."""
     params = course.parameters_for(path.stem, "test")
     result = run_notebooks.execute(path, BUILD, params, passes=PASSES, solutions=SOLUTIONS)
     assert result.status == "passed", (

@@ -3,6 +3,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from helpers import scaling
 
 
@@ -29,6 +31,7 @@ SWEEP = textwrap.dedent("""
 """)
 
 
+@pytest.mark.heavy
 def test_sweep_over_overlapping_device_sets_on_split_devices(tf):
     """Strategies over CPU:0-1 and CPU:0-3 (or logical GPUs) in one process: their all-reduces
     must not clash. Several real GPUs are used as they are."""
