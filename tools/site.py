@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from helpers.devices import DEVICE_MIME
+from helpers.exercises import EXERCISE_MIME
 from tools.course import BUILD, ROOT, notebook_paths, settings
 
 CONF_DIR = ROOT / "docs" / "site"
@@ -117,7 +118,8 @@ def stage(executed: Path, source: Path, notebooks: list[Path] | None = None) -> 
         if (cell := first_error(nb))[0]:
             notices.append(f"{path.name} stopped with an error in cell {cell[0]}: {cell[1]}")
         for output in (o for c in nb.cells for o in c.get("outputs", [])):
-            output.get("data", {}).pop(DEVICE_MIME, None)  # make run's record; its text stays
+            for record in (DEVICE_MIME, EXERCISE_MIME):  # records for the tools; their text
+                output.get("data", {}).pop(record, None)  # and HTML stay
         markdown = [c for c in nb.cells if c.cell_type == "markdown"]
         anchors = jupyter_anchors("\n".join(c.source for c in markdown))
         for c in markdown:
