@@ -80,10 +80,13 @@ def _children_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def measure_one(name: str, profile: str, budget_s: float, build: Path) -> dict:
-    """Run one notebook as ``make run`` does; stop it (all its processes) after ``budget_s``."""
-    command = [sys.executable, "-m", "tools.run_notebooks", "--profile", profile,
-               "--build", str(build), name]
+def measure_one(name: str, profile: str, budget_s: float, build: Path,
+                command: list[str] | None = None) -> dict:
+    """Run one notebook as ``make run`` does; stop it (all its processes) after ``budget_s``.
+    ``command`` replaces the run (the tests time a stand-in)."""
+    command = command or [sys.executable, "-m", "tools.run_notebooks", "--profile", profile,
+                          "--build", str(build), name]
+    load = os.getloadavg()[0]  # other work running as it starts: it lengthens the wall time
     cpu0, start = _children_cpu_s(), time.perf_counter()
     child = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              text=True)
@@ -102,9 +105,11 @@ def measure_one(name: str, profile: str, budget_s: float, build: Path) -> dict:
     found = re.search(r" (?:passed|failed) in [\d.]+ s on (.+?);", output or "")
     return {
         "notebook": name, "profile": profile, "status": status, "wall_s": round(wall),
-        # the killed processes' CPU time is not reported back to this one: only a full run has it
+        # the CPU time of the processes waited for (the kernel, and the children it waited for);
+        # a stopped run's is lost with its killed processes
         "cpu_s": round(_children_cpu_s() - cpu0) if status != "stopped" else None,
         "device": found[1] if found else "not stated", "budget_s": budget_s,
+        "load_at_start": round(load, 1),
         "date": date.today().isoformat(),
         "machine": f"{_cpu_model()}, {os.cpu_count()} logical CPUs",
     }
@@ -167,11 +172,16 @@ def course_map(records: dict) -> str:
                     f"{cell(full)} |")
     where = "; ".join(sorted(machines)) or "nowhere yet"
     when = ", ".join(sorted(dates)) or "never"
-    note = (f"\nTimes: wall clock, and in brackets the CPU time of all the notebook's processes, "
+    loads = sorted(r["load_at_start"] for p in PROFILES for r in records.get(p, {}).values()
+                   if "load_at_start" in r)
+    busy = (f" The machine's load average as each started ranged from {loads[0]} to "
+            f"{loads[-1]}." if loads else "")
+    note = (f"\nTimes: wall clock, and in brackets the CPU time of the notebook's kernel and the "
+            "processes it waited for, "
             f"measured by `python -m tools.course_map measure` on {where} ({when}), on the "
             "CPU, without an accelerator. On Colab's GPU the full profile is what a learner "
             "runs; on a CPU some of it takes hours, so a run is stopped at the budget shown "
-            "(`> ...`). Other work on the machine lengthens wall times more than CPU times.")
+            "(`> ...`). Other work on the machine lengthens wall times more than CPU times." + busy)
     return "\n".join(rows) + "\n" + note
 
 
