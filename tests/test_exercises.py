@@ -152,3 +152,18 @@ def test_the_course_exercises_are_well_formed():
     """Every notebook: two to four exercises, each with its check cell, its registered check
     and its solution (tools/exercises.py --check, also run by make check-notebooks)."""
     assert tool.problems() == []
+
+
+def test_a_check_cell_shows_its_verdict_once_in_a_kernel():
+    """check() shows the verdict and returns it; as the cell's last value, IPython must not
+    show it a second time."""
+    from nbclient import NotebookClient
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "import os\nfrom helpers import exercises\n"
+        'exercises.check("01.2", lambda: {**os.environ, "CUDA_VISIBLE_DEVICES": ""})'
+    )])
+    NotebookClient(nb, timeout=120, kernel_name="python3").execute()
+    shown = [o for o in nb.cells[0].outputs if EXERCISE_MIME in o.get("data", {})]
+    assert len(shown) == 1, nb.cells[0].outputs
+    assert shown[0]["data"][EXERCISE_MIME] == {"exercise": "01.2", "passed": True}

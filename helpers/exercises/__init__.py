@@ -32,7 +32,7 @@ import importlib
 import pkgutil
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from helpers.errors import ExerciseNotDone as NotDone  # a check's "still the placeholder"
 
@@ -83,6 +83,7 @@ class Verdict:
     passed: bool
     message: str  # what passing proves, or what is wrong
     hint: str  # shown when it did not pass
+    _shown: bool = field(default=False, compare=False, repr=False)
 
     def line(self) -> str:
         if self.passed:
@@ -104,6 +105,16 @@ class Verdict:
 
     def __repr__(self) -> str:
         return self.line()
+
+    def _ipython_display_(self) -> None:
+        """Shown once: :func:`check` shows it, and as the check cell's last value IPython
+        would show it again."""
+        if self._shown:
+            return
+        object.__setattr__(self, "_shown", True)
+        from IPython.display import publish_display_data
+
+        publish_display_data(self._repr_mimebundle_())
 
 
 def load_checks() -> dict[str, Exercise]:
