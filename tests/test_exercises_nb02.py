@@ -144,9 +144,32 @@ def test_mixed_mistakes_are_caught(tf, answer, says):
     assert keras.mixed_precision.global_policy().name == before, "the check restores it"
 
 
-def test_mixed_right_answer_passes(tf):
-    got = verdict("02.2", build)
-    assert got.passed, got.message
+def unbuilt(kind):
+    import keras
+
+    previous = keras.mixed_precision.global_policy()
+    keras.mixed_precision.set_global_policy("mixed_float16" if kind == "gpu" else "mixed_bfloat16")
+    try:  # no keras.Input: its weights are made when it first sees data
+        return keras.Sequential([keras.layers.Dense(256, activation="relu"),
+                                 keras.layers.Dense(10, dtype="float32")])
+    finally:
+        keras.mixed_precision.set_global_policy(previous)
+
+
+def test_mixed_right_answers_pass(tf):
+    for answer in (build, unbuilt):
+        got = verdict("02.2", answer)
+        assert got.passed, got.message
+
+
+def test_mixed_wrong_input_size_is_caught(tf):
+    import keras
+
+    def images(kind):
+        return keras.Sequential([keras.Input((28, 28)), keras.layers.Dense(10)])
+
+    got = verdict("02.2", images)
+    assert not got.passed and "784 inputs" in got.message
 
 
 # 02.3: average the loss without stalling

@@ -149,7 +149,6 @@ def _dtype(value) -> str:
 
 def _check_mixed(model, kind: str, before: str, now: str) -> str | None:
     import keras
-    import numpy as np
 
     wanted = _POLICY[kind]
     if not isinstance(model, keras.Model):
@@ -157,6 +156,13 @@ def _check_mixed(model, kind: str, before: str, now: str) -> str | None:
     if now != before:
         return (f"After building for {kind!r} the global policy is {now!r}; it was {before!r} "
                 "before your call: keep `global_policy()` first and set it back (in `finally`).")
+    # the output's dtype and shape, worked out without running a kernel
+    try:
+        out = model.compute_output_spec(keras.KerasTensor((2, 784), dtype="float32"))
+    except Exception as error:  # any shape mismatch: say it in one line
+        return f"It does not take 784 inputs: {type(error).__name__}: {str(error)[:120]}"
+    if not model.weights:  # a Sequential without keras.Input: build it for 784 inputs
+        model.build((None, 784))
     dense = [layer for layer in model.layers if getattr(layer, "kernel", None) is not None]
     if not dense:
         return "The model has no layer with weights (Dense): build the classifier."
@@ -168,7 +174,6 @@ def _check_mixed(model, kind: str, before: str, now: str) -> str | None:
     if first != wanted:
         return (f"For {kind!r} its first layer's policy is {first!r}, not {wanted!r}: set the "
                 "global policy before building the layers.")
-    out = model(np.zeros((2, 784), "float32"))
     if tuple(out.shape) != (2, 10):
         return f"For 2 inputs of 784 values it gave shape {tuple(out.shape)}, not (2, 10)."
     if _dtype(out) != "float32":
