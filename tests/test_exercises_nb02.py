@@ -1,0 +1,217 @@
+"""Notebook 02's exercise checks: right answers pass; the placeholder and the usual mistakes
+each get their own "not yet". The timing checks run on a stand-in device whose costs are sleeps
+the check chooses, so nothing here compares two real timings."""
+
+import time
+
+import numpy as np
+import pytest
+
+from helpers import exercises
+
+
+def verdict(exercise_id, answer):
+    return exercises.check(exercise_id, answer)
+
+
+def placeholder(*_):
+    ...
+
+
+# 02.1: time any call correctly
+
+def synced(fn, repeats, tf):
+    fn()
+    tf.test.experimental.sync_devices()
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        tf.test.experimental.sync_devices()
+        samples.append(time.perf_counter() - start)
+    return float(np.median(samples))
+
+
+def read_result(fn, repeats):
+    fn().numpy()
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        float(fn())  # reading the value waits for the device too
+        samples.append(time.perf_counter() - start)
+    return np.median(samples)
+
+
+def no_sync(fn, repeats):
+    fn()
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+    return float(np.median(samples))
+
+
+def no_warm_up(fn, repeats):
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn().numpy()
+        samples.append(time.perf_counter() - start)
+    return float(np.median(samples))
+
+
+def in_milliseconds(fn, repeats, tf):
+    return synced(fn, repeats, tf) * 1e3
+
+
+def total_over_repeats(fn, repeats, tf):
+    fn().numpy()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        fn()
+    tf.test.experimental.sync_devices()
+    return (time.perf_counter() - start) / repeats
+
+
+def as_dict(fn, repeats):
+    fn().numpy()
+    return {"median_s": 0.01}
+
+
+def test_timing_right_answers_pass(tf):
+    for answer in (lambda fn, r: synced(fn, r, tf), read_result):
+        got = verdict("02.1", answer)
+        assert got.passed, got.message
+
+
+@pytest.mark.parametrize(("answer", "says"), [
+    (placeholder, "placeholder"),
+    (no_sync, "nothing waited for it"),
+    (no_warm_up, "warm up"),
+    (as_dict, "not a number"),
+])
+def test_timing_mistakes_are_caught(tf, answer, says):
+    got = verdict("02.1", answer)
+    assert not got.passed
+    assert says in got.message
+
+
+def test_timing_milliseconds_are_caught(tf):
+    got = verdict("02.1", lambda fn, r: in_milliseconds(fn, r, tf))
+    assert not got.passed and "return seconds" in got.message
+
+
+def test_timing_the_mean_is_caught(tf):
+    got = verdict("02.1", lambda fn, r: total_over_repeats(fn, r, tf))
+    assert not got.passed and "median" in got.message
+
+
+def test_timing_check_restores_sync_devices(tf):
+    before = tf.test.experimental.sync_devices
+    verdict("02.1", no_sync)
+    assert tf.test.experimental.sync_devices is before
+
+
+# 02.2: build a model in mixed precision
+
+def build(kind, policy=None, last_dtype="float32", restore=True):
+    import keras
+
+    previous = keras.mixed_precision.global_policy()
+    keras.mixed_precision.set_global_policy(
+        policy or ("mixed_float16" if kind == "gpu" else "mixed_bfloat16"))
+    model = keras.Sequential([keras.Input((784,)), keras.layers.Dense(256, activation="relu"),
+                              keras.layers.Dense(10, dtype=last_dtype)])
+    keras.mixed_precision.set_global_policy(previous if restore else "float32")
+    return model
+
+
+@pytest.mark.parametrize(("answer", "says"), [
+    (placeholder, "placeholder"),
+    (lambda kind: build(kind, restore=False), "it was"),
+    (lambda kind: build(kind, last_dtype=None), "dtype=\"float32\""),
+    (lambda kind: build(kind, policy="mixed_float16"), "'mixed_bfloat16'"),
+    (lambda kind: build(kind, policy="float16"), "weights"),
+])
+def test_mixed_mistakes_are_caught(tf, answer, says):
+    import keras
+
+    before = keras.mixed_precision.global_policy().name
+    got = verdict("02.2", answer)
+    assert not got.passed
+    assert says in got.message
+    assert keras.mixed_precision.global_policy().name == before, "the check restores it"
+
+
+def unbuilt(kind):
+    import keras
+
+    previous = keras.mixed_precision.global_policy()
+    keras.mixed_precision.set_global_policy("mixed_float16" if kind == "gpu" else "mixed_bfloat16")
+    try:  # no keras.Input: its weights are made when it first sees data
+        return keras.Sequential([keras.layers.Dense(256, activation="relu"),
+                                 keras.layers.Dense(10, dtype="float32")])
+    finally:
+        keras.mixed_precision.set_global_policy(previous)
+
+
+def test_mixed_right_answers_pass(tf):
+    for answer in (build, unbuilt):
+        got = verdict("02.2", answer)
+        assert got.passed, got.message
+
+
+def test_mixed_wrong_input_size_is_caught(tf):
+    import keras
+
+    def images(kind):
+        return keras.Sequential([keras.Input((28, 28)), keras.layers.Dense(10)])
+
+    got = verdict("02.2", images)
+    assert not got.passed and "784 inputs" in got.message
+
+
+# 02.3: average the loss without stalling
+
+def running_sum(step, steps, tf):
+    total = tf.zeros(())
+    for _ in range(steps):
+        total += step()
+    return float(total) / steps
+
+
+def list_read_at_the_end(step, steps):
+    losses = [step() for _ in range(steps)]
+    return float(np.mean([loss.numpy() for loss in losses]))
+
+
+def read_every_step(step, steps):
+    return sum(float(step()) for _ in range(steps)) / steps
+
+
+def the_sum(step, steps, tf):
+    return float(tf.add_n([step() for _ in range(steps)]))
+
+
+def test_mean_loss_right_answers_pass(tf):
+    for answer in (lambda s, n: running_sum(s, n, tf), list_read_at_the_end,
+                   lambda s, n: float(tf.add_n([s() for _ in range(n)])) / n):
+        got = verdict("02.3", answer)
+        assert got.passed, got.message
+
+
+@pytest.mark.parametrize(("answer", "says"), [
+    (placeholder, "placeholder"),
+    (read_every_step, "before the last step"),
+    (lambda s, n: [s() for _ in range(n - 1)] and 3.5, "ran 5 step(s)"),
+])
+def test_mean_loss_mistakes_are_caught(tf, answer, says):
+    got = verdict("02.3", answer)
+    assert not got.passed
+    assert says in got.message
+
+
+def test_mean_loss_the_sum_is_not_the_mean(tf):
+    got = verdict("02.3", lambda s, n: the_sum(s, n, tf))
+    assert not got.passed and "their mean is 3.5" in got.message

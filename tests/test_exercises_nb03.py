@@ -1,0 +1,180 @@
+"""Notebook 03's exercise checks: right answers pass; the placeholder and the usual mistakes
+each get their own "not yet". Nothing here times a pipeline."""
+
+import numpy as np
+import pytest
+
+from helpers import exercises
+from helpers.exercises import nb03
+
+
+def verdict(exercise_id, answer):
+    return exercises.check(exercise_id, answer)
+
+
+def placeholder(*_):
+    ...
+
+
+# 03.1: reorder a slow tf.data chain
+
+def chain_of(tf, *, decode_calls=True, cache="after decode", shuffle="after cache",
+             reshuffle=True, augment="before batch", drop=False, prefetch=True):
+    auto = tf.data.AUTOTUNE
+
+    def build(records, decode, augment_fn, batch_size):
+        calls = auto if decode_calls else None
+        ds = records.shuffle(100) if shuffle == "first" else records
+        ds = ds.map(decode, num_parallel_calls=calls)
+        ds = ds.cache() if cache == "after decode" else ds
+        if shuffle == "after cache":
+            ds = ds.shuffle(100, reshuffle_each_iteration=reshuffle)
+        if augment == "before batch":
+            ds = ds.map(augment_fn, num_parallel_calls=auto)
+        ds = ds.cache() if cache == "after augment" else ds
+        ds = ds.batch(batch_size, drop_remainder=drop)
+        if augment == "after batch":
+            ds = ds.map(augment_fn, num_parallel_calls=auto)
+        return ds.prefetch(auto) if prefetch else ds
+
+    return build
+
+
+def test_chain_right_answers_pass(tf):
+    options = tf.data.Options()
+    options.deterministic = False
+    for answer in (chain_of(tf),
+                   lambda *a: chain_of(tf)(*a).with_options(options)):
+        got = verdict("03.1", answer)
+        assert got.passed, got.message
+
+
+def test_the_notebooks_slow_chain_is_not_right(tf):
+    def slow_chain(records, decode, augment, batch_size):
+        ds = records.prefetch(tf.data.AUTOTUNE).shuffle(10_000)
+        ds = ds.map(decode).cache()
+        return ds.map(augment).batch(batch_size)
+
+    got = verdict("03.1", slow_chain)
+    assert not got.passed and "prefetch last" in got.message
+
+
+@pytest.mark.parametrize(("wrong", "says"), [
+    ({"prefetch": False}, "not prefetch"),
+    ({"decode_calls": False}, "one element at a time"),
+    ({"cache": "after augment"}, "between decode and augment"),
+    ({"shuffle": "first"}, "shuffles before the cache"),
+    ({"reshuffle": False}, "one order for every epoch"),
+    ({"augment": "after batch"}, "augments whole batches"),
+    ({"drop": True}, "keep every example once"),
+])
+def test_chain_mistakes_are_caught(tf, wrong, says):
+    got = verdict("03.1", chain_of(tf, **wrong))
+    assert not got.passed
+    assert says in got.message
+
+
+def test_chain_placeholder_and_endless_dataset(tf):
+    assert "placeholder" in verdict("03.1", placeholder).message
+    got = verdict("03.1", lambda *a: chain_of(tf)(*a).repeat())
+    assert not got.passed and "never ends" in got.message
+
+
+def test_chain_reads_the_steps_in_order(tf):
+    ds = tf.data.Dataset.range(8).map(lambda x: x, num_parallel_calls=2).cache().shuffle(4)
+    kinds = [kind for kind, _ in nb03.chain(ds.batch(2).prefetch(1))]
+    assert kinds[1:] == ["parallel map", "cache", "shuffle", "batch", "prefetch"]
+
+
+# 03.2: skip the files that do not decode
+
+def loader(tf, *, ignore="after map", channels=1):
+    def load(path, label):
+        image = tf.io.decode_image(tf.io.read_file(path), channels, expand_animations=False)
+        return image, label
+
+    def build(paths, labels):
+        ds = tf.data.Dataset.from_tensor_slices((paths, labels))
+        ds = ds.ignore_errors() if ignore == "before map" else ds
+        ds = ds.map(load, num_parallel_calls=tf.data.AUTOTUNE)
+        return ds.ignore_errors() if ignore == "after map" else ds
+
+    return build
+
+
+def test_load_images_right_answer_passes(tf):
+    got = verdict("03.2", loader(tf))
+    assert got.passed, got.message
+
+
+@pytest.mark.parametrize(("wrong", "says"), [
+    ({"ignore": "before map"}, "must come after the map"),
+    ({"ignore": "nowhere"}, "must come after the map"),
+    ({"channels": 3}, "one channel"),
+])
+def test_load_images_mistakes_are_caught(tf, wrong, says):
+    got = verdict("03.2", loader(tf, **wrong))
+    assert not got.passed
+    assert says in got.message
+
+
+def test_load_images_placeholder_and_lost_files(tf):
+    assert "placeholder" in verdict("03.2", placeholder).message
+    got = verdict("03.2", lambda paths, labels: loader(tf)(paths, labels).take(1))
+    assert not got.passed and "the readable files have [0, 1, 4]" in got.message
+
+
+# 03.3: slice shuffled batches on the device
+
+def gathered(x, y, batch_size, tf):
+    order = tf.random.shuffle(tf.range(tf.shape(x)[0]))
+    for start in range(0, int(x.shape[0]), batch_size):
+        index = order[start:start + batch_size]
+        yield tf.gather(x, index), tf.gather(y, index)
+
+
+def test_device_epoch_right_answers_pass(tf):
+    for answer in (lambda x, y, b: gathered(x, y, b, tf),
+                   lambda x, y, b: list(gathered(x, y, b, tf))):
+        got = verdict("03.3", answer)
+        assert got.passed, got.message
+
+
+def shuffled_apart(x, y, batch_size, tf):
+    xs, ys = tf.random.shuffle(x), tf.random.shuffle(y)
+    for start in range(0, int(x.shape[0]), batch_size):
+        yield xs[start:start + batch_size], ys[start:start + batch_size]
+
+
+def full_batches_only(x, y, batch_size, tf):
+    order = tf.random.shuffle(tf.range(tf.shape(x)[0]))
+    for start in range(0, int(x.shape[0]) - batch_size + 1, batch_size):
+        index = order[start:start + batch_size]
+        yield tf.gather(x, index), tf.gather(y, index)
+
+
+def on_the_host(x, y, batch_size, tf):
+    order, xs, ys = np.random.permutation(int(x.shape[0])), x.numpy(), y.numpy()
+    for start in range(0, len(order), batch_size):
+        yield xs[order[start:start + batch_size]], ys[order[start:start + batch_size]]
+
+
+def in_order(x, y, batch_size, tf):
+    for start in range(0, int(x.shape[0]), batch_size):
+        yield x[start:start + batch_size], y[start:start + batch_size]
+
+
+@pytest.mark.parametrize(("answer", "says"), [
+    (shuffled_apart, "no longer belong together"),
+    (full_batches_only, "the last partial batch too"),
+    (on_the_host, "went back to the host"),
+    (in_order, "same order"),
+])
+def test_device_epoch_mistakes_are_caught(tf, answer, says):
+    got = verdict("03.3", lambda x, y, b: answer(x, y, b, tf))
+    assert not got.passed
+    assert says in got.message
+
+
+def test_device_epoch_placeholder(tf):
+    assert "placeholder" in verdict("03.3", placeholder).message
