@@ -1,0 +1,185 @@
+"""Checks for notebook 06's exercises (out of memory).
+
+Used by: 06.
+"""
+
+from __future__ import annotations
+
+import math
+
+from helpers.exercises import exercise, require
+
+
+class _Budget:
+    """A stand-in for "does a step at this batch size fit": every batch up to ``largest`` fits.
+    It records each call, as each real try costs a child process (and maybe an OOM)."""
+
+    def __init__(self, largest: int, limit: int):
+        self.largest, self.limit = largest, limit
+        self.calls: list[object] = []
+
+    def __call__(self, batch) -> bool:
+        self.calls.append(batch)
+        return isinstance(batch, int) and batch <= self.largest
+
+
+def _most_calls(limit: int) -> int:
+    """What doubling from 1 and then bisecting needs at most, with a little room."""
+    return 2 * math.ceil(math.log2(limit)) + 2
+
+
+@exercise("06.1", "find the largest batch under a budget",
+          hint="Double from 1 while `fits` says yes (never past `limit`), then bisect between "
+               "the last batch that fit and the first that did not, until they are 1 apart.",
+          right="It finds the largest batch in a few tries, each of which costs a training step "
+                "(and maybe an OOM) for real.")
+def largest_batch(fn) -> str | None:
+    # (limit, largest batch that fits): a limit that is no power of 2, nothing fits, all fits
+    for limit, largest in ((8192, 37), (8192, 1), (100, 64), (3000, 3000), (8192, 0)):
+        fits = _Budget(largest, limit)
+        got = fn(fits, limit)
+        if not fits.calls:
+            require(got)
+        wrong = [b for b in fits.calls
+                 if isinstance(b, bool) or not isinstance(b, int) or not 1 <= b <= limit]
+        if wrong:
+            return (f"With limit={limit} it asked `fits({wrong[0]!r})`: try only whole batch "
+                    f"sizes from 1 to {limit}.")
+        if got is None and largest == 0:
+            return "When even batch 1 does not fit, return 0 (it returned None)."
+        require(got)
+        if isinstance(got, bool) or not isinstance(got, int):
+            return f"It returned a {type(got).__name__} ({got!r}), not an int."
+        if got != largest:
+            if largest == limit:
+                return (f"When every batch up to limit={limit} fits, the answer is {limit}; it "
+                        f"returned {got}: double up to `min(2 * batch, limit)`.")
+            if got < largest and got & (got - 1) == 0:
+                return (f"Batches up to {largest} fit, and it returned {got}, the last doubling "
+                        "that fit: bisect between it and the first that did not.")
+            return f"Batches up to {largest} fit (limit {limit}), and it returned {got}."
+        if len(fits.calls) > _most_calls(limit):
+            return (f"Right answer, but it called `fits` {len(fits.calls)} times (batches up to "
+                    f"{largest} fit, limit {limit}); doubling, then bisecting, needs at most "
+                    f"{_most_calls(limit)}.")
+    return None
+
+
+def _accumulation_case():
+    """A tiny Dense model's weights, eight micro-batches of 4 examples, and its loss."""
+    import numpy as np
+
+    rng = np.random.default_rng(6)
+    x = rng.normal(size=(32, 5)).astype("float32")
+    y = rng.integers(0, 3, size=32)
+    weights = [rng.normal(size=(5, 3)).astype("float32"), rng.normal(size=3).astype("float32")]
+    return x, y, weights
+
+
+def _model(tf, weights):
+    model = tf.keras.Sequential([tf.keras.Input((5,)), tf.keras.layers.Dense(3)])
+    model.set_weights(weights)
+    return model
+
+
+def _reference(tf, x, y, weights, k, micro, mistake=None):
+    """The weights after one SGD update per k micro-batches (or after a usual mistake)."""
+    model = _model(tf, weights)
+    loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    optimizer = tf.keras.optimizers.SGD(learning_rate=0.5)
+    total, seen = None, 0
+    for start in range(0, len(x), micro):
+        xs, ys = x[start:start + micro], y[start:start + micro]
+        with tf.GradientTape() as tape:
+            loss = loss_fn(ys, model(xs, training=True))
+        part = tape.gradient(loss, model.trainable_variables)
+        total = part if total is None else [t + p for t, p in zip(total, part, strict=True)]
+        seen += 1
+        if mistake == "every" or seen % k == 0:
+            scale = 1.0 if mistake in ("sum", "every") else 1.0 / k
+            optimizer.apply_gradients(zip([t * scale for t in total], model.trainable_variables,
+                                          strict=True))
+            if mistake != "no reset":
+                total = None
+    return model.get_weights()
+
+
+@exercise("06.2", "accumulate gradients over k micro-batches",
+          hint="Under a `tf.GradientTape`, take each micro-batch's gradient and add it to a "
+               "running sum; after every k-th, `optimizer.apply_gradients` with the sum divided "
+               "by k, then start a new sum.",
+          right="k micro-batches make exactly the update of one batch k times larger, in the "
+                "memory of one micro-batch.")
+def train_accumulated(fn) -> str | None:
+    import tensorflow as tf
+
+    # On the CPU on every runtime: a GPU's TensorFloat-32 matmuls would blur the comparison.
+    with tf.device("/CPU:0"):
+        return _check_accumulated(tf, fn)
+
+
+def _check_accumulated(tf, fn) -> str | None:
+    import numpy as np
+
+    x, y, weights = _accumulation_case()
+    k, micro = 4, 4  # 8 micro-batches of 4: two updates, each from 16 examples
+    model = _model(tf, weights)
+    optimizer = tf.keras.optimizers.SGD(learning_rate=0.5)
+    micro_batches = tf.data.Dataset.from_tensor_slices((x, y)).batch(micro)
+    loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    made = fn(model, optimizer, loss_fn, micro_batches, k)
+    require(made)
+    got = model.get_weights()
+
+    def same(expected):
+        return all(np.allclose(g, e, rtol=1e-4, atol=1e-5) for g, e in zip(got, expected,
+                                                                            strict=True))
+
+    if same(_reference(tf, x, y, weights, k, micro)):
+        if made != 2:
+            return f"The weights are right, but it returned {made!r}: it made 2 updates."
+        return None
+    if same(weights):
+        return "The model's weights did not change: apply the mean gradient every k micro-batches."
+    updates = int(optimizer.iterations.numpy())
+    if updates == 8 or same(_reference(tf, x, y, weights, k, micro, "every")):
+        return (f"It updated the weights {updates} times for 8 micro-batches with k={k}: "
+                "one update per k micro-batches, not one per micro-batch.")
+    if same(_reference(tf, x, y, weights, k, micro, "sum")):
+        return ("Each update is k times too large: each micro-batch's loss is already a mean, "
+                "so divide the sum of the k gradients by k.")
+    if same(_reference(tf, x, y, weights, k, micro, "no reset")):
+        return ("The second update still holds the first one's gradients: start a new sum "
+                "after each update.")
+    gap = max(float(np.abs(g - e).max()) for g, e in zip(
+        got, _reference(tf, x, y, weights, k, micro), strict=True))
+    return (f"After 8 micro-batches with k={k}, the weights differ from those of 2 full-batch "
+            f"steps by up to {gap:.2g}.")
+
+
+@exercise("06.3", "plan the micro-batches for a large batch",
+          hint="Try steps = 1, 2, 3, ...: the first that divides `target_batch` exactly and "
+               "leaves `target_batch // steps <= largest_fits` is the plan.",
+          right="Its micro-batches fit in memory and add up to exactly the batch you want, in as "
+                "few steps as possible.")
+def accumulation_plan(fn) -> str | None:
+    cases = {(256, 1000): (256, 1), (1024, 300): (256, 4), (1000, 120): (100, 10),
+             (97, 10): (1, 97), (4096, 4096): (4096, 1)}
+    for (target, largest), (micro, steps) in cases.items():
+        got = fn(target, largest)
+        require(got)
+        if not (isinstance(got, tuple | list) and len(got) == 2
+                and all(isinstance(v, int) and not isinstance(v, bool) for v in got)):
+            return f"It returned {got!r}, not a pair of ints (micro_batch, steps)."
+        got_micro, got_steps = got
+        where = f"For target_batch={target}, largest_fits={largest} it returned {tuple(got)}"
+        if got_micro < 1 or got_steps < 1:
+            return f"{where}: both must be at least 1."
+        if got_micro * got_steps != target:
+            return (f"{where}: {got_steps} steps of {got_micro} make {got_micro * got_steps} "
+                    f"examples, not {target}; the mean over a different batch is another update.")
+        if got_micro > largest:
+            return f"{where}: a micro-batch of {got_micro} does not fit (at most {largest})."
+        if got_steps > steps:
+            return f"{where}: {steps} steps of {micro} also fit, and take fewer steps."
+    return None

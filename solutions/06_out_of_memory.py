@@ -1,0 +1,69 @@
+"""Solutions to notebook 06's exercises.
+
+Each block replaces the exercise cell that starts with the same line (`make solutions` writes
+the solved notebooks into build/solutions; `make test` checks every one).
+"""
+# Names such as `tf` come from the notebook's earlier cells:
+# ruff: noqa: F821
+
+# Exercise 06.1: find the largest batch under a budget
+def largest_batch(fits, limit):
+    """The largest batch from 1 to limit for which fits(batch) is True (0 if none)."""
+    if not fits(1):
+        return 0
+    good, bad = 1, None  # good fits; bad (once found) does not
+    while bad is None and good < limit:
+        candidate = min(2 * good, limit)
+        good, bad = (candidate, None) if fits(candidate) else (good, candidate)
+    while bad is not None and bad - good > 1:
+        middle = (good + bad) // 2
+        good, bad = (middle, bad) if fits(middle) else (good, middle)
+    return good
+
+
+estimator = models.MODELS[params.model_name](x.shape[1:])
+tried = []  # the estimate stands in for the measured step: no child process, no OOM
+found = largest_batch(lambda b: tried.append(b) or memory.estimate_mb(estimator, b)["total"]
+                      <= params.budget_mb, params.max_batch)
+print(f"By the estimate, the largest batch within {params.budget_mb} MiB is {found} "
+      f"({len(tried)} tries); measured, the search above found {search.largest_ok}.")
+
+
+# Exercise 06.2: accumulate gradients over k micro-batches
+def train_accumulated(model, optimizer, loss_fn, micro_batches, k):
+    """One update per k micro-batches, with the mean of their gradients; returns the updates."""
+    updates, total, seen = 0, None, 0
+    for xs, ys in micro_batches:
+        with tf.GradientTape() as tape:
+            loss = loss_fn(ys, model(xs, training=True))
+        part = tape.gradient(loss, model.trainable_variables)
+        total = part if total is None else [t + p for t, p in zip(total, part, strict=True)]
+        seen += 1
+        if seen == k:  # the mean of k micro-batch means is the mean over all their examples
+            mean = [t / k for t in total]
+            optimizer.apply_gradients(zip(mean, model.trainable_variables, strict=True))
+            updates, total, seen = updates + 1, None, 0
+    return updates
+
+
+micro_batches = tf.data.Dataset.from_tensor_slices((xb, yb)).batch(params.micro_batch,
+                                                                   drop_remainder=True)
+k = max(1, len(xb) // params.micro_batch)  # one update per pass over the examples
+before = float(loss_fn(yb, small(xb)))
+made = train_accumulated(small, tf.keras.optimizers.SGD(0.1), loss_fn, micro_batches.repeat(3), k)
+print(f"{made} updates of {k} micro-batches of {params.micro_batch}: loss on the {len(xb)} "
+      f"examples {before:.4f} before, {float(loss_fn(yb, small(xb))):.4f} after")
+
+
+# Exercise 06.3: plan the micro-batches for a large batch
+def accumulation_plan(target_batch, largest_fits):
+    """(micro_batch, steps): the fewest steps of a micro-batch that fits, making target_batch."""
+    for steps in range(-(-target_batch // largest_fits), target_batch + 1):
+        if target_batch % steps == 0:  # every micro-batch the same size: the mean stays exact
+            return target_batch // steps, steps
+
+
+for target in (256, 1000, 4096):
+    micro, steps = accumulation_plan(target, search.largest_ok)
+    print(f"a batch of {target} with at most {search.largest_ok} at a time: "
+          f"{steps} step(s) of {micro}")

@@ -1,0 +1,148 @@
+"""Notebook 06's exercise checks: each passes its solution and says "not yet", with what is
+wrong, to the untouched exercise and to the usual mistakes."""
+
+from __future__ import annotations
+
+import pytest
+
+from helpers.exercises import check
+
+
+def verdict(exercise, answer):
+    return check(exercise, answer)
+
+
+# 06.1: find the largest batch under a budget
+
+
+def bisecting(fits, limit, capped=True):
+    if not fits(1):
+        return 0
+    good, bad = 1, None
+    while bad is None and good < limit:
+        candidate = min(2 * good, limit) if capped else 2 * good
+        good, bad = (candidate, None) if fits(candidate) else (good, candidate)
+    while bad is not None and bad - good > 1:
+        middle = (good + bad) // 2
+        good, bad = (middle, bad) if fits(middle) else (good, middle)
+    return good
+
+
+def one_by_one(fits, limit):  # right answers, a trial per batch size
+    batch = 0
+    while batch < limit and fits(batch + 1):
+        batch += 1
+    return batch
+
+
+def doubling_only(fits, limit):  # stops at the last power of 2 that fit
+    if not fits(1):
+        return 0
+    batch = 1
+    while batch * 2 <= limit and fits(batch * 2):
+        batch *= 2
+    return batch
+
+
+def past_the_limit(fits, limit):  # doubles beyond limit, where everything fits
+    return min(bisecting(fits, limit, capped=False), limit)
+
+
+def test_06_1_right():
+    result = verdict("06.1", bisecting)
+    assert result.passed, result.message
+
+
+@pytest.mark.parametrize(("answer", "expected"), [
+    (lambda fits, limit: None, "placeholder"),
+    (one_by_one, "called `fits`"),
+    (doubling_only, "the last doubling that fit"),
+    (past_the_limit, "try only whole batch sizes from 1 to"),
+    (lambda fits, limit: bisecting(fits, limit) or None, "return 0"),
+])
+def test_06_1_wrong(answer, expected):
+    result = verdict("06.1", answer)
+    assert not result.passed
+    assert expected in result.message
+
+
+# 06.2: accumulate gradients over k micro-batches
+
+
+def accumulating(mean=True, reset=True, every=False):
+    import tensorflow as tf
+
+    def train(model, optimizer, loss_fn, micro_batches, k):
+        updates, total, seen = 0, None, 0
+        for xs, ys in micro_batches:
+            with tf.GradientTape() as tape:
+                loss = loss_fn(ys, model(xs, training=True))
+            part = tape.gradient(loss, model.trainable_variables)
+            total = part if total is None else [t + p for t, p in zip(total, part, strict=True)]
+            seen += 1
+            if every or seen % k == 0:
+                grads = [t / k for t in total] if mean and not every else total
+                optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+                updates += 1
+                if reset:
+                    total = None
+        return updates
+
+    return train
+
+
+def test_06_2_right():
+    result = verdict("06.2", accumulating())
+    assert result.passed, result.message
+
+
+@pytest.mark.parametrize(("answer", "expected"), [
+    (lambda: (lambda model, optimizer, loss_fn, micro_batches, k: None), "placeholder"),
+    (lambda: accumulating(mean=False), "k times too large"),
+    (lambda: accumulating(every=True), "not one per micro-batch"),
+    (lambda: accumulating(reset=False), "start a new sum"),
+    (lambda: (lambda model, optimizer, loss_fn, micro_batches, k: 2), "did not change"),
+])
+def test_06_2_wrong(answer, expected):
+    result = verdict("06.2", answer())
+    assert not result.passed
+    assert expected in result.message
+
+
+def test_06_2_says_when_only_the_count_is_wrong():
+    right = accumulating()
+    result = verdict("06.2", lambda *args: right(*args) and 8)
+    assert not result.passed
+    assert "it made 2 updates" in result.message
+
+
+# 06.3: plan the micro-batches for a large batch
+
+
+def planning(target_batch, largest_fits):
+    for steps in range(-(-target_batch // largest_fits), target_batch + 1):
+        if target_batch % steps == 0:
+            return target_batch // steps, steps
+
+
+def rounding_up(target_batch, largest_fits):  # the usual first try: 9 x 111 for 1000
+    steps = -(-target_batch // largest_fits)
+    return target_batch // steps, steps
+
+
+def test_06_3_right():
+    result = verdict("06.3", planning)
+    assert result.passed, result.message
+
+
+@pytest.mark.parametrize(("answer", "expected"), [
+    (lambda target_batch, largest_fits: ..., "placeholder"),
+    (rounding_up, "make 999 examples, not 1000"),
+    (lambda target_batch, largest_fits: (target_batch, 1), "does not fit"),
+    (lambda target_batch, largest_fits: (1, target_batch), "also fit, and take fewer steps"),
+    (lambda target_batch, largest_fits: f"{target_batch}", "not a pair of ints"),
+])
+def test_06_3_wrong(answer, expected):
+    result = verdict("06.3", answer)
+    assert not result.passed
+    assert expected in result.message
