@@ -89,3 +89,20 @@ def parameters_for(notebook: str, profile: str, path: Path = PROFILES_FILE) -> d
     if profile not in known or profile == "invalid":
         raise SystemExit(f"PROFILE={profile!r} is unknown: use full, quick or test")
     return dict(known[profile].get(notebook, {}))
+
+
+def write_between(path: Path, start: str, end: str, body: str, check: bool = False) -> bool:
+    """Put ``body`` between the markers ``start`` and ``end`` in the file at ``path`` (a
+    generated part of a hand-written page). With ``check``, write nothing and say whether it
+    is already there. Used by tools/course_map.py (README) and tools/exercises.py (notes)."""
+    text = path.read_text()
+    if start not in text or end not in text:
+        raise SystemExit(f"{path.name} has no {start} ... {end} markers")
+    head, rest = text.split(start, 1)
+    _, tail = rest.split(end, 1)
+    new = f"{head}{start}\n{body}\n{end}{tail}"
+    if check:
+        return new == text
+    path.write_text(new)
+    return True
+

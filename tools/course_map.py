@@ -28,7 +28,7 @@ import time
 from datetime import date
 from pathlib import Path
 
-from tools.course import BUILD, ROOT, notebook_paths
+from tools.course import BUILD, ROOT, notebook_paths, write_between
 
 RECORDS = ROOT / "docs" / "measured_times.json"
 README = ROOT / "README.md"
@@ -187,16 +187,7 @@ def course_map(records: dict) -> str:
 
 def write_readme(check: bool = False) -> bool:
     """Put the map between the README's markers; with ``check``, only say if it differs."""
-    text = README.read_text()
-    if START not in text or END not in text:
-        raise SystemExit(f"README.md has no {START} ... {END} markers")
-    head, rest = text.split(START, 1)
-    _, tail = rest.split(END, 1)
-    new = f"{head}{START}\n{course_map(load())}\n{END}{tail}"
-    if check:
-        return new == text
-    README.write_text(new)
-    return True
+    return write_between(README, START, END, course_map(load()), check)
 
 
 def main(argv: list[str] | None = None) -> int:

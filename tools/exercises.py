@@ -22,7 +22,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from tools.course import BUILD, ROOT, notebook_paths
+from tools.course import BUILD, ROOT, notebook_paths, write_between
 
 SOLUTIONS = ROOT / "solutions"
 NOTES = ROOT / "docs" / "instructor_notes.md"
@@ -170,14 +170,7 @@ def exercise_list() -> str:
 
 def write_notes(check: bool = False) -> bool:
     """Put :func:`exercise_list` between the notes' markers; ``check``: only compare."""
-    text = NOTES.read_text()
-    head, rest = text.split(START, 1)
-    _, tail = rest.split(END, 1)
-    new = f"{head}{START}\n{exercise_list()}\n{END}{tail}"
-    if check:
-        return new == text
-    NOTES.write_text(new)
-    return True
+    return write_between(NOTES, START, END, exercise_list(), check)
 
 
 def main(argv: list[str] | None = None) -> int:
