@@ -1,0 +1,193 @@
+"""Checks for notebook 04's exercises (DCGAN: loss scaling, checkpoints, the training loop).
+
+Used by: 04.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import tempfile
+from pathlib import Path
+
+from helpers.exercises import exercise, placeholder, require
+
+# The check's loss, mean(prediction * y) with y = TINY: its gradient, TINY * mean(x), is below
+# float16's smallest number (about 6e-8), so a float16 model's gradients are exactly zero
+# unless the loss is scaled up first (LossScaleOptimizer starts at 2**15).
+TINY = 1e-8
+INPUTS = [[1.0, 2.0, 3.0, 4.0]] * 8
+
+
+@exercise("04.1", "add loss scaling to a float16 step",
+          hint="Wrap the optimizer: `keras.optimizers.LossScaleOptimizer(optimizer)`. In the "
+               "step, `scaled = optimizer.scale_loss(loss)` inside the `with tf.GradientTape()` "
+               "block, `tape.gradient(scaled, model.trainable_variables)`, then "
+               "`optimizer.apply(grads, model.trainable_variables)`, which unscales them.",
+          right="Gradients too small for float16 survived the step, scaled up in the tape and "
+                "back down in `apply`: the weights moved by the right amount.")
+def float16_step(make_optimizer, step) -> str | None:
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    from helpers.logs import native_noise_filtered
+
+    inner = keras.optimizers.SGD(learning_rate=1.0)  # plain SGD: the update is -gradient
+    optimizer = make_optimizer(inner)
+    require(optimizer)
+    if not isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
+        return (f"`float16_optimizer` returned a {type(optimizer).__name__}, not a "
+                "`LossScaleOptimizer`: its `scale_loss` leaves the loss as it is, so small "
+                "float16 gradients underflow to zero.")
+    if optimizer.inner_optimizer is not inner:
+        return ("`float16_optimizer` wrapped a new optimizer, not the one it was given: "
+                "wrap `optimizer` itself, so that its settings (learning rate...) are kept.")
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(
+        1, use_bias=False, kernel_initializer="zeros", dtype="mixed_float16")])
+
+    def loss_fn(y, predictions):  # float32, and tiny
+        return tf.reduce_mean(tf.cast(predictions, "float32") * y)
+
+    x, y = tf.constant(INPUTS), tf.fill((len(INPUTS), 1), TINY)
+    try:
+        with native_noise_filtered():  # a CPU's notice on its first float16 kernel
+            loss = step(model, optimizer, loss_fn, x, y)
+    except ValueError as error:
+        if "No gradients provided" not in str(error):
+            raise
+        return ("`tape.gradient` gave no gradients: compute the scaled loss inside the "
+                "`with tf.GradientTape()` block, so that the tape records it.")
+    require(loss)
+    moved = -model.trainable_variables[0].numpy().ravel()
+    expected = TINY * np.mean(INPUTS, axis=0)
+    if not np.any(moved):
+        return ("The weights did not move: their float16 gradients underflowed to zero. Take "
+                "the gradients of `optimizer.scale_loss(loss)`, not of `loss`.")
+    if not np.allclose(moved, expected, rtol=0.02):
+        ratio = float(np.median(moved / expected))
+        return (f"The weights moved by {ratio:.3g} times the right amount: `apply` unscales "
+                "the gradients itself, so pass it the scaled loss's gradients unchanged.")
+    return None
+
+
+def _resume_problem(resume, directory: Path) -> str | None:
+    import numpy as np
+    import tensorflow as tf
+
+    def fresh():
+        return tf.Variable(0, dtype=tf.int64, trainable=False), tf.Variable(tf.zeros(3))
+
+    step, weights = fresh()
+    result = resume(str(directory), step, weights)
+    require(result)
+    manager, start = result
+    require(manager, start)
+    if int(start) != 0 or int(step.numpy()) != 0:
+        return f"In an empty folder it returned step {int(start)}, not 0 (a new run)."
+    for number in (5, 12):  # two checkpoints: resuming must take the newest
+        step.assign(number)
+        weights.assign([number, number + 1, number + 2])
+        manager.save(checkpoint_number=number)
+    if not list(directory.glob("*.index")):
+        return ("Its manager saved nowhere in the folder it was given: make the "
+                "`CheckpointManager` with `directory`.")
+    step, weights = fresh()  # new objects, as after a disconnect
+    manager, start = resume(str(directory), step, weights)
+    if int(start) == 0:
+        return ("With checkpoints at steps 5 and 12 in the folder, it started at 0: restore "
+                "`manager.latest_checkpoint` into the checkpoint.")
+    if int(start) != 12:
+        return (f"With checkpoints at steps 5 and 12 in the folder, it resumed at {int(start)}: "
+                "resume from the newest, `manager.latest_checkpoint`.")
+    if int(step.numpy()) != 12 or not np.allclose(weights.numpy(), [12, 13, 14]):
+        return ("It returned step 12, but the variables it was given still hold their fresh "
+                "values: restore them with `checkpoint.restore(...)`, then read the step.")
+    return None
+
+
+@exercise("04.2", "resume from the newest checkpoint",
+          hint="`checkpoint = tf.train.Checkpoint(step=step, weights=weights)`, `manager = "
+               "tf.train.CheckpointManager(checkpoint, directory, max_to_keep=3)`, then "
+               "`checkpoint.restore(manager.latest_checkpoint)` (it is None in an empty folder, "
+               "and restoring None does nothing); return `manager, int(step)`.",
+          right="It starts at 0 in an empty folder, and new objects resume at the newest "
+                "checkpoint, with the values saved there.")
+def resume(resume_fn) -> str | None:
+    directory = Path(tempfile.mkdtemp(prefix="exercise-04-2-"))  # made here, removed here
+    try:
+        return _resume_problem(resume_fn, directory)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+class _Device:
+    """A stand-in for an accelerator with a queue: steps are queued, and reading any result
+    waits until every queued step has finished (records when each wait happened)."""
+
+    def __init__(self):
+        self.steps = 0  # queued so far
+        self.queued = 0  # not finished yet
+        self.waits: list[int] = []  # the step count at each wait
+
+    def step(self, batch):
+        self.steps += 1
+        self.queued += 1
+        return _Loss(self, 1.0 / self.steps)
+
+
+class _Loss:
+    """A result on the stand-in device: `float()` or `.numpy()` waits for it."""
+
+    def __init__(self, device: _Device, value: float):
+        self.device, self.value = device, value
+
+    def _read(self) -> float:
+        if self.device.queued:
+            self.device.waits.append(self.device.steps)
+            self.device.queued = 0
+        return self.value
+
+    def numpy(self):
+        import numpy as np
+
+        return np.float32(self._read())
+
+    def __float__(self):
+        return self._read()
+
+    def item(self):
+        return self._read()
+
+
+@exercise("04.3", "read the losses back in batches",
+          hint="Append each step's result to `pending` without reading it; when `pending` "
+               "holds `read_back` results, read them all (`float(loss)`) into `losses` and "
+               "empty it; after the loop, read what is left.",
+          right="The loop waited for the device once per `read_back` steps, and at the end, "
+                "and still returned every step's loss in order.")
+def run_steps(fn) -> str | None:
+    for steps, read_back in ((50, 20), (7, 3), (4, 1)):
+        device = _Device()
+        losses = fn(device.step, [None] * steps, read_back)
+        require(losses)
+        losses = list(losses)
+        if len(losses) != steps:
+            return (f"For {steps} steps it returned {len(losses)} losses: "
+                    + ("the ones still pending after the loop were never read."
+                       if len(losses) < steps else "some steps were read twice."))
+        if any(placeholder(v) or isinstance(v, _Loss) for v in losses):
+            return "It returned the results themselves: read each one back with `float()`."
+        wanted = [1.0 / (i + 1) for i in range(steps)]
+        pairs = zip(losses, wanted, strict=True)
+        if not all(math.isclose(float(a), b, rel_tol=1e-6) for a, b in pairs):
+            return "The losses it returned are not the steps' losses, in the steps' order."
+        expected = sorted({*range(read_back, steps + 1, read_back), steps})
+        if device.waits != expected:
+            return (f"For {steps} steps with read_back={read_back} it waited for the device "
+                    f"after steps {device.waits}, not {expected}: "
+                    + ("read back every `read_back` steps, not each one." if
+                       len(device.waits) > len(expected) else
+                       "read back every `read_back` steps, so that the loop shows its "
+                       "progress and the device does not hold every result."))
+    return None

@@ -1,0 +1,188 @@
+"""Notebook 04's exercise checks: each says "right" to its solution (the block in
+solutions/04_dcgan.py, run as the notebook would) and "not yet", with the expected reason,
+to the untouched exercise and to the usual mistakes."""
+
+import pytest
+
+from helpers.exercises import check
+from tools.exercises import SOLUTIONS, solution_blocks
+
+UNTOUCHED = "still holds its placeholder"
+
+
+@pytest.fixture(scope="module")
+def solved(tf):
+    """The names the solutions define, with the notebook's `tf` and `keras`."""
+    import keras
+
+    names = {"tf": tf, "keras": keras}
+    for block in solution_blocks(SOLUTIONS / "04_dcgan.py"):
+        exec(block.source, names)
+    return names
+
+
+def untouched(*args, **kwargs):
+    """An exercise function whose body is still `...`."""
+
+
+# 04.1: loss scaling
+
+
+def test_loss_scaling_solution_is_right(solved):
+    verdict = check("04.1", solved["float16_optimizer"], solved["float16_step"])
+    assert verdict.passed, verdict.message
+
+
+def test_loss_scaling_untouched_is_not_done(solved):
+    assert UNTOUCHED in check("04.1", untouched, untouched).message
+    verdict = check("04.1", solved["float16_optimizer"], untouched)  # the step still `...`
+    assert not verdict.passed and UNTOUCHED in verdict.message
+
+
+def test_loss_scaling_needs_the_wrapper(solved):
+    verdict = check("04.1", lambda optimizer: optimizer, solved["float16_step"])
+    assert not verdict.passed and "not a `LossScaleOptimizer`" in verdict.message
+
+
+def test_loss_scaling_wraps_the_given_optimizer(solved):
+    import keras
+
+    def new_adam(optimizer):
+        return keras.optimizers.LossScaleOptimizer(keras.optimizers.Adam())
+
+    verdict = check("04.1", new_adam, solved["float16_step"])
+    assert not verdict.passed and "not the one it was given" in verdict.message
+
+
+def _step(tf, scale_inside=True, scale=True, unscale_again=False):
+    def step(model, optimizer, loss_fn, x, y):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, model(x, training=True))
+            if scale and scale_inside:
+                scaled = optimizer.scale_loss(loss)
+        if scale and not scale_inside:
+            scaled = optimizer.scale_loss(loss)  # not recorded by the tape
+        grads = tape.gradient(scaled if scale else loss, model.trainable_variables)
+        if unscale_again:  # `apply` unscales too: twice in all
+            grads = [g / optimizer.scale_loss(1.0) for g in grads]
+        optimizer.apply(grads, model.trainable_variables)
+        return loss
+
+    return step
+
+
+def test_loss_scaling_catches_an_unscaled_loss(tf, solved):
+    verdict = check("04.1", solved["float16_optimizer"], _step(tf, scale=False))
+    assert not verdict.passed and "underflowed to zero" in verdict.message
+
+
+def test_loss_scaling_catches_scaling_outside_the_tape(tf, solved):
+    verdict = check("04.1", solved["float16_optimizer"], _step(tf, scale_inside=False))
+    assert not verdict.passed and "inside the" in verdict.message
+
+
+def test_loss_scaling_catches_unscaling_twice(tf, solved):
+    verdict = check("04.1", solved["float16_optimizer"], _step(tf, unscale_again=True))
+    assert not verdict.passed and "times the right amount" in verdict.message
+
+
+# 04.2: resume
+
+
+def test_resume_solution_is_right(solved):
+    verdict = check("04.2", solved["resume"])
+    assert verdict.passed, verdict.message
+
+
+def test_resume_untouched_is_not_done():
+    assert UNTOUCHED in check("04.2", untouched).message
+
+
+def _resume(tf, which=None, restore=True):
+    def resume(directory, step, weights):
+        checkpoint = tf.train.Checkpoint(step=step, weights=weights)
+        manager = tf.train.CheckpointManager(checkpoint, directory, max_to_keep=3)
+        if restore and manager.checkpoints:
+            checkpoint.restore(manager.checkpoints[which])
+        return manager, int(step.numpy())
+
+    return resume
+
+
+def test_resume_catches_no_restore(tf):
+    verdict = check("04.2", _resume(tf, restore=False))
+    assert not verdict.passed and "started at 0" in verdict.message
+
+
+def test_resume_catches_the_oldest_checkpoint(tf):
+    verdict = check("04.2", _resume(tf, which=0))
+    assert not verdict.passed and "resumed at 5" in verdict.message
+
+
+def test_resume_catches_a_step_read_from_the_file_name(tf):
+    def from_name(directory, step, weights):  # the number, but not the values
+        manager = tf.train.CheckpointManager(
+            tf.train.Checkpoint(step=step, weights=weights), directory, max_to_keep=3)
+        latest = manager.latest_checkpoint
+        return manager, int(latest.rsplit("-", 1)[1]) if latest else 0
+
+    verdict = check("04.2", from_name)
+    assert not verdict.passed and "fresh values" in verdict.message
+
+
+def test_resume_leaves_no_folder_behind(tf, tmp_path, monkeypatch):
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    check("04.2", _resume(tf, which=-1))
+    assert list(tmp_path.iterdir()) == []
+
+
+# 04.3: read back in batches
+
+
+def test_read_back_solution_is_right(solved):
+    verdict = check("04.3", solved["run_steps"])
+    assert verdict.passed, verdict.message
+
+
+def test_read_back_untouched_is_not_done():
+    assert UNTOUCHED in check("04.3", untouched).message
+
+
+def test_read_back_catches_a_read_every_step():
+    def every_step(step_fn, batches, read_back=20):
+        return [float(step_fn(batch)) for batch in batches]
+
+    verdict = check("04.3", every_step)
+    assert not verdict.passed and "not each one" in verdict.message
+
+
+def test_read_back_catches_the_forgotten_last_steps():
+    def drops_the_rest(step_fn, batches, read_back=20):
+        losses, pending = [], []
+        for batch in batches:
+            pending.append(step_fn(batch))
+            if len(pending) == read_back:
+                losses += [float(loss) for loss in pending]
+                pending = []
+        return losses
+
+    verdict = check("04.3", drops_the_rest)
+    assert not verdict.passed and "never read" in verdict.message
+
+
+def test_read_back_catches_one_read_at_the_end():
+    def at_the_end(step_fn, batches, read_back=20):
+        return [float(loss) for loss in [step_fn(batch) for batch in batches]]
+
+    verdict = check("04.3", at_the_end)
+    assert not verdict.passed and "shows its progress" in verdict.message
+
+
+def test_read_back_catches_unread_results():
+    def unread(step_fn, batches, read_back=20):
+        return [step_fn(batch) for batch in batches]
+
+    verdict = check("04.3", unread)
+    assert not verdict.passed and "read each one back" in verdict.message
