@@ -138,6 +138,11 @@ def test_every_notebook_page_renders_its_title_and_figures(chromium, base_url, n
     assert len(mine) >= figures, f"{figures} figures in the notebook, {len(mine)} on the page"
     fallback = re.search(r"<(Figure size [^>]*|IPython\.core\.display\.\w+ object)>", seen["text"])
     assert not fallback, f"an output shown as its text repr: {fallback and fallback.group(0)}"
+    code = ["".join(c["source"]) for c in json.loads(path.read_text())["cells"]
+            if c["cell_type"] == "code"]
+    exercises = {m[1] for s in code if (m := re.match(r"# Exercise (\d\d\.\d+):", s))}
+    verdicts = set(re.findall(r"Exercise (\d\d\.\d+) \(", seen["text"]))
+    assert exercises and verdicts == exercises, "each exercise shows its check's verdict"
 
 
 def test_the_dcgan_page_shows_its_progress_gif(chromium, base_url, site):
