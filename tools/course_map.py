@@ -110,6 +110,8 @@ def measure_one(name: str, profile: str, budget_s: float, build: Path,
         "cpu_s": round(_children_cpu_s() - cpu0) if status != "stopped" else None,
         "device": found[1] if found else "not stated", "budget_s": budget_s,
         "load_at_start": round(load, 1),
+        # offline, the data sets fall back to bundled ones (scikit-learn's digits: 1,797 images)
+        "offline": os.environ.get("COURSE_OFFLINE") == "1",
         "date": date.today().isoformat(),
         "machine": f"{_cpu_model()}, {os.cpu_count()} logical CPUs",
     }
@@ -176,6 +178,11 @@ def course_map(records: dict) -> str:
                    if "load_at_start" in r)
     busy = (f" The machine's load average as each started ranged from {loads[0]} to "
             f"{loads[-1]}." if loads else "")
+    offline = any(r.get("offline") for p in PROFILES for r in records.get(p, {}).values())
+    if offline:
+        busy += (" Measured offline (`COURSE_OFFLINE=1`), where bundled data sets stand in for "
+                 "MNIST and CIFAR-10: smaller, so the full profile trains on fewer images than "
+                 "it does on Colab.")
     note = (f"\nTimes: wall clock, and in brackets the CPU time of the notebook's kernel and the "
             "processes it waited for, "
             f"measured by `python -m tools.course_map measure` on {where} ({when}), on the "
