@@ -8,7 +8,7 @@
 per notebook) and records, in ``docs/measured_times.json``, its wall-clock seconds, the CPU
 seconds of all its processes (which other work on the machine changes less), the device and the
 machine. A notebook still running after ``--budget-s`` is stopped and recorded as such: the full
-profile is sized for a Colab GPU, and some of it takes hours on a laptop's CPU. ``readme``
+profile is sized for a Colab GPU, not for a laptop's CPU. ``readme``
 writes the map into README.md between its markers; ``--check`` (in ``make check-notebooks``)
 fails where the README and the records differ.
 """
@@ -186,8 +186,8 @@ def course_map(records: dict) -> str:
     note = (f"\nTimes: wall clock, and in brackets the CPU time of the notebook's kernel and the "
             "processes it waited for, "
             f"measured by `python -m tools.course_map measure` on {where} ({when}), on the "
-            "CPU, without an accelerator. On Colab's GPU the full profile is what a learner "
-            "runs; on a CPU some of it takes hours, so a run is stopped at the budget shown "
+            "CPU, without an accelerator. The full profile is sized for what a Colab learner "
+            "runs on a GPU; a run still going at the measurement's budget was stopped there "
             "(`> ...`). Other work on the machine lengthens wall times more than CPU times." + busy)
     return "\n".join(rows) + "\n" + note
 
