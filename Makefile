@@ -120,7 +120,8 @@ notebooks: $(STAMP)
 
 # Re-executes the parameterised copies; cells marked NBVAL_CHECK_OUTPUT must match.
 nbval: $(STAMP)
-	$(TEST_ENV) $(PYTEST) -n 2 --dist loadfile --nbval-lax $(TEST_BUILD)/executed/*.ipynb
+	$(TEST_ENV) $(PYTEST) -n 2 --dist loadfile --nbval-lax \
+	  $$($(BIN)/python -m tools.course heaviest-first $(TEST_BUILD)/executed/*.ipynb)
 
 # Copies every notebook's #@save cells into helpers/lessons/ (one source: see README).
 lessons: $(STAMP)

@@ -106,3 +106,32 @@ def write_between(path: Path, start: str, end: str, body: str, check: bool = Fal
     path.write_text(new)
     return True
 
+
+
+def heaviest_first(paths: list[Path]) -> list[Path]:
+    """``paths`` (notebooks, or executed copies named like them), the slowest first, by the
+    quick-profile times `python -m tools.course_map measure` recorded in
+    docs/measured_times.json (unmeasured ones last, in course order). The test stages run
+    them in this order, so that the longest starts first and the two workers finish together.
+    Used by tests/test_notebooks.py and the Makefile's nbval stage."""
+    import json
+
+    records = ROOT / "docs" / "measured_times.json"
+    quick = json.loads(records.read_text()).get("quick", {}) if records.exists() else {}
+    return sorted(paths, key=lambda p: -quick.get(p.stem, {}).get("wall_s", 0))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m tools.course heaviest-first FILE ...``: print them, the slowest first."""
+    import sys
+
+    args = sys.argv[1:] if argv is None else argv
+    if not args or args[0] != "heaviest-first":
+        print("usage: python -m tools.course heaviest-first FILE ...", file=sys.stderr)
+        return 2
+    print(" ".join(str(p) for p in heaviest_first([Path(a) for a in args[1:]])))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
