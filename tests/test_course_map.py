@@ -63,3 +63,14 @@ def test_a_finished_run_records_its_status_and_cpu_time(tmp_path, code, status):
     record = course_map.measure_one("demo", "quick", 60, tmp_path, [sys.executable, "-c", code])
     assert record["status"] == status and record["cpu_s"] is not None
     assert record["machine"] and record["date"] and "load_at_start" in record
+
+
+def test_each_measurement_starts_without_an_earlier_runs_files(tmp_path):
+    """A run left by an earlier measurement would be resumed (04), not timed."""
+    left = tmp_path / "work" / "demo" / "course_runs" / "dcgan_run"
+    left.mkdir(parents=True)
+    (left / "checkpoint").write_text("an earlier run")
+    other = tmp_path / "work" / "other"
+    other.mkdir()
+    course_map.measure_one("demo", "quick", 60, tmp_path, [sys.executable, "-c", "pass"])
+    assert not (tmp_path / "work" / "demo").exists() and other.exists()

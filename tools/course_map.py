@@ -21,6 +21,7 @@ import os
 import platform
 import re
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -86,6 +87,9 @@ def measure_one(name: str, profile: str, budget_s: float, build: Path,
     ``command`` replaces the run (the tests time a stand-in)."""
     command = command or [sys.executable, "-m", "tools.run_notebooks", "--profile", profile,
                           "--build", str(build), name]
+    # as on a fresh machine: a run left by an earlier measurement would be resumed (04), not
+    # timed. The folder is this tool's own, under build/.
+    shutil.rmtree(build / "work" / name, ignore_errors=True)
     load = os.getloadavg()[0]  # other work running as it starts: it lengthens the wall time
     cpu0, start = _children_cpu_s(), time.perf_counter()
     child = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
