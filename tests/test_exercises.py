@@ -167,3 +167,15 @@ def test_a_check_cell_shows_its_verdict_once_in_a_kernel():
     shown = [o for o in nb.cells[0].outputs if EXERCISE_MIME in o.get("data", {})]
     assert len(shown) == 1, nb.cells[0].outputs
     assert shown[0]["data"][EXERCISE_MIME] == {"exercise": "01.2", "passed": True}
+
+
+def test_solution_functions_defines_the_functions_and_leaves_the_notebooks_code_out(
+    tmp_path, monkeypatch
+):
+    (tmp_path / "99_demo.py").write_text(
+        "# Exercise 99.1: t\nimport math\n\n\ndef root(x):\n    return math.sqrt(x) + offset\n"
+        "\n\nprint(root(data))  # the notebook's own data: not run\n"
+    )
+    monkeypatch.setattr(tool, "SOLUTIONS", tmp_path)
+    names = tool.solution_functions("99_demo", offset=1)
+    assert names["root"](9) == 4.0 and "data" not in names

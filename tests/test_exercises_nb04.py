@@ -5,7 +5,7 @@ to the untouched exercise and to the usual mistakes."""
 import pytest
 
 from helpers.exercises import check
-from tools.exercises import SOLUTIONS, solution_blocks
+from tools.exercises import solution_functions
 
 UNTOUCHED = "still holds its placeholder"
 
@@ -15,10 +15,7 @@ def solved(tf):
     """The names the solutions define, with the notebook's `tf` and `keras`."""
     import keras
 
-    names = {"tf": tf, "keras": keras}
-    for block in solution_blocks(SOLUTIONS / "04_dcgan.py"):
-        exec(block.source, names)
-    return names
+    return solution_functions("04_dcgan", tf=tf, keras=keras)
 
 
 def untouched(*args, **kwargs):

@@ -8,17 +8,14 @@ import numpy as np
 import pytest
 
 from helpers.exercises import check
-from tools.exercises import SOLUTIONS, solution_blocks
+from tools.exercises import solution_functions
 
 UNTOUCHED = "still holds its placeholder"
 
 
 @pytest.fixture(scope="module")
 def solved():
-    names = {"np": np}
-    for block in solution_blocks(SOLUTIONS / "05_tpu_distribute.py"):
-        exec(block.source, names)
-    return names
+    return solution_functions("05_tpu_distribute", np=np)
 
 
 def untouched(*args, **kwargs):

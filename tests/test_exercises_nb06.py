@@ -6,6 +6,15 @@ from __future__ import annotations
 import pytest
 
 from helpers.exercises import check
+from tools.exercises import solution_functions
+
+
+@pytest.fixture(scope="module")
+def solved():
+    """The solutions learners are given, with the notebook's `tf`."""
+    from helpers.logs import import_tensorflow
+
+    return solution_functions("06_out_of_memory", tf=import_tensorflow())
 
 
 def verdict(exercise, answer):
@@ -48,8 +57,8 @@ def past_the_limit(fits, limit):  # doubles beyond limit, where everything fits
     return min(bisecting(fits, limit, capped=False), limit)
 
 
-def test_06_1_right():
-    result = verdict("06.1", bisecting)
+def test_06_1_right(solved):
+    result = verdict("06.1", solved["largest_batch"])
     assert result.passed, result.message
 
 
@@ -91,8 +100,8 @@ def accumulating(mean=True, reset=True, every=False):
     return train
 
 
-def test_06_2_right():
-    result = verdict("06.2", accumulating())
+def test_06_2_right(solved):
+    result = verdict("06.2", solved["train_accumulated"])
     assert result.passed, result.message
 
 
@@ -109,8 +118,8 @@ def test_06_2_wrong(answer, expected):
     assert expected in result.message
 
 
-def test_06_2_says_when_only_the_count_is_wrong():
-    right = accumulating()
+def test_06_2_says_when_only_the_count_is_wrong(solved):
+    right = solved["train_accumulated"]
     result = verdict("06.2", lambda *args: right(*args) and 8)
     assert not result.passed
     assert "it made 2 updates" in result.message
@@ -119,19 +128,13 @@ def test_06_2_says_when_only_the_count_is_wrong():
 # 06.3: plan the micro-batches for a large batch
 
 
-def planning(target_batch, largest_fits):
-    for steps in range(-(-target_batch // largest_fits), target_batch + 1):
-        if target_batch % steps == 0:
-            return target_batch // steps, steps
-
-
 def rounding_up(target_batch, largest_fits):  # the usual first try: 9 x 111 for 1000
     steps = -(-target_batch // largest_fits)
     return target_batch // steps, steps
 
 
-def test_06_3_right():
-    result = verdict("06.3", planning)
+def test_06_3_right(solved):
+    result = verdict("06.3", solved["accumulation_plan"])
     assert result.passed, result.message
 
 

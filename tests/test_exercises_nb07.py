@@ -8,17 +8,22 @@ import json
 import pytest
 
 from helpers.exercises import check
+from tools.exercises import solution_functions
 
 
 def tf_config(addresses, index):  # notebook 07's own
     return {"cluster": {"worker": list(addresses)}, "task": {"type": "worker", "index": index}}
 
 
+# the solutions learners are given, with the notebook's names they use
+SOLVED = solution_functions("07_scale_out_profile", json=json, tf_config=tf_config)
+
+
 # 07.1: write TF_CONFIG for worker i
 
 
 def test_07_1_right():
-    result = check("07.1", lambda addresses, index: json.dumps(tf_config(addresses, index)))
+    result = check("07.1", SOLVED["tf_config_env"])
     assert result.passed, result.message
 
 
@@ -42,13 +47,8 @@ def test_07_1_wrong(answer, expected):
 # 07.2: compute the scaling efficiency
 
 
-def efficiency(images_per_s):
-    base = min(images_per_s)
-    return {n: (ips / images_per_s[base]) / (n / base) for n, ips in images_per_s.items()}
-
-
 def test_07_2_right():
-    result = check("07.2", efficiency)
+    result = check("07.2", SOLVED["scaling_efficiency"])
     assert result.passed, result.message
 
 
@@ -70,14 +70,6 @@ def test_07_2_wrong(answer, expected):
 # 07.3: read the first fix from a trace
 
 
-def first_fix(summary):
-    if summary.input_share > 0.2:
-        return "input"
-    if summary.idle_share - summary.input_share > 0.3:
-        return "idle"
-    return "compute"
-
-
 def idle_first(summary):  # idle time counts the input wait too
     if summary.idle_share - summary.input_share > 0.3:
         return "idle"
@@ -91,7 +83,7 @@ def no_subtraction(summary):
 
 
 def test_07_3_right():
-    result = check("07.3", first_fix)
+    result = check("07.3", SOLVED["first_fix"])
     assert result.passed, result.message
 
 

@@ -55,6 +55,22 @@ def solution_blocks(path: Path) -> list[Block]:
     return [Block(*marker(c[0]), "\n".join(c).rstrip()) for c in chunks]
 
 
+def solution_functions(notebook: str, **names) -> dict:
+    """The functions (and imports) the solutions of ``notebook`` (a stem) define, run with
+    ``names`` as the notebook's earlier cells (``tf=...``); the rest of each block, which uses
+    the notebook's own data, is left out. For the unit tests of the checks: they test the
+    solutions learners are given, not copies of them."""
+    import ast
+
+    space = dict(names)
+    for block in solution_blocks(SOLUTIONS / f"{notebook}.py"):
+        tree = ast.parse(block.source)
+        tree.body = [n for n in tree.body
+                     if isinstance(n, ast.FunctionDef | ast.Import | ast.ImportFrom)]
+        exec(compile(tree, f"solutions/{notebook}.py", "exec"), space)
+    return space
+
+
 def exercise_cells(nb) -> list[tuple[int, str, str]]:
     """``(cell index, id, title)`` of every exercise cell in ``nb``."""
     return [
