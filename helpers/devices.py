@@ -165,9 +165,9 @@ def verdict(
     smi: list[dict] | None = None,
     jax_tpu: bool | None = None,
 ) -> Verdict:
-    """A plain verdict: what this runtime can train on (TensorFlow on a TPU, Keras on JAX on
-    a TPU, a GPU, or the CPU), and what to do about it. ``jax_tpu``: whether JAX can drive
-    the TPU (default: :func:`jax_can_drive_tpu`).
+    """A plain verdict: what this runtime can train on (TensorFlow on a TPU, JAX or
+    PyTorch/XLA on a TPU, a GPU, or the CPU), and what to do about it. ``jax_tpu``: whether
+    JAX can drive the TPU (default: :func:`jax_can_drive_tpu`).
 
     Used by: 01.
     """
@@ -176,16 +176,17 @@ def verdict(
         return Verdict(
             "tpu",
             "TPU: ready for TensorFlow's TPUStrategy.",
-            "Open notebook 05 to train on it (TensorFlow on the TPU).",
+            "Notebook 05 trains on it with TPUStrategy; notebooks 08 and 09 with JAX and "
+            "PyTorch/XLA.",
         )
     jax_tpu = jax_can_drive_tpu(hardware=tpu.hardware) if jax_tpu is None else jax_tpu
     if tpu.hardware and jax_tpu:
         return Verdict(
             "cpu",
-            "TPU for Keras on JAX only: TensorFlow cannot use this TPU, JAX can.",
-            "Notebook 05 trains on it with Keras on JAX (KERAS_BACKEND=jax). TensorFlow's "
-            "notebooks run on its CPU here; for TensorFlow on a TPU use Kaggle's TPU v5e-8, "
-            "and for a GPU: Runtime > Change runtime type > T4 GPU. "
+            "TPU for JAX and PyTorch/XLA only: TensorFlow cannot use this TPU.",
+            "Notebook 08 trains on it with Keras 3 on JAX, notebook 09 with PyTorch/XLA (the "
+            "table above says which of them this runtime has). TensorFlow's notebooks run on its "
+            "CPU here; for a GPU: Runtime > Change runtime type > T4 GPU. "
             f"({tpu.message})",
         )
     if gpus:
@@ -201,7 +202,7 @@ def verdict(
             "cpu",
             "CPU only: a TPU is attached, but neither TensorFlow nor JAX can use it.",
             f"{tpu.message}. Or install JAX for TPUs (pip install 'jax[tpu]') and run "
-            "notebook 05 with Keras on JAX.",
+            "notebook 08 with Keras on JAX.",
         )
     if smi:
         return Verdict(
@@ -263,3 +264,59 @@ def available_kinds(gpus: list[GPU], tpu: TPUStatus) -> dict[str, str]:
 def device_name(kind: str) -> str:
     """The TensorFlow device string for a kind ("tpu", "gpu", "cpu")."""
     return {"tpu": "/TPU:0", "gpu": "/GPU:0"}.get(kind, "/CPU:0")
+
+
+def _version(*distributions: str) -> str | None:
+    """The version of the first of ``distributions`` that is installed, or None."""
+    from importlib import metadata
+
+    for name in distributions:
+        try:
+            return f"{name} {metadata.version(name)}"
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def engines_here(
+    version: Callable[..., str | None] = _version,
+    hardware: bool | None = None,
+    gpus: int | None = None,
+) -> list[list[str]]:
+    """Which engines this runtime has, whether each can drive its accelerator, and the
+    notebooks that run on it: found from the installed distributions and the machine's device
+    files, without importing any engine (a TPU serves one process at a time).
+
+    The arguments are for tests. Used by: 01."""
+    tpu = tpu_hardware_present() if hardware is None else hardware
+    gpus = len(nvidia_smi()) if gpus is None else gpus
+    accelerator = "TPU" if tpu else ("GPU" if gpus else None)
+    libtpu = version("libtpu", "libtpu-nightly") is not None
+    tf = version("tensorflow-tpu", "tensorflow", "tensorflow-cpu")
+    engines = [
+        ("TensorFlow", tf, {
+            "TPU": "yes" if tf and tf.startswith("tensorflow-tpu") else
+                   "no: no tensorflow-tpu here (no free TPU runtime ships it)",
+            "GPU": "no: a CPU-only build" if tf and tf.startswith("tensorflow-cpu") else
+                   "yes, where its CUDA build matches the driver (the verdict below says)"},
+         "01-07"),
+        ("Keras 3 on JAX", (version("jax") and version("keras")) and
+         f"{version('jax')}, {version('keras')}", {
+             "TPU": "yes" if libtpu else "no: libtpu is missing (pip install 'jax[tpu]')",
+             "GPU": "yes" if version("jax-cuda12-plugin", "jax-cuda13-plugin") else
+                    "no: jax without its CUDA plugin"},
+         "08"),
+        ("PyTorch/XLA", version("torch_xla", "torch-xla"), {
+            "TPU": "yes" if libtpu else "no: libtpu is missing (pip install 'torch_xla[tpu]')",
+            "GPU": "no: PyTorch drives GPUs itself, without XLA"},
+         "09"),
+    ]
+    rows = []
+    for name, installed, drives, notebooks in engines:
+        if not installed:
+            rows.append([name, "not installed", "", ""])
+            continue
+        here = drives[accelerator] if accelerator else "no accelerator here: the CPU"
+        rows.append([name, installed, f"{accelerator}: {here}" if accelerator else here,
+                     notebooks])
+    return rows

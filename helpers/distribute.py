@@ -110,30 +110,6 @@ def classifier_step_results(strategies: dict, x, y, synchronized: bool = True) -
     return results
 
 
-def gan_step_results(strategies: dict, real, noise, config) -> dict:
-    """One GAN step on the same global batch and noise under each strategy, same weights."""
-    import tensorflow as tf
-
-    from helpers.gan import GANTrainer
-
-    results, start = {}, None
-    for name, strategy in strategies.items():
-        trainer = GANTrainer(config, strategy)
-        nets = (trainer.generator, trainer.discriminator)
-        if start is None:
-            start = [net.get_weights() for net in nets]
-        for net, weights in zip(nets, start, strict=True):
-            net.set_weights(weights)
-        ds = tf.data.Dataset.from_tensor_slices((real, noise)).batch(len(real))
-        real_batch, noise_batch = next(iter(strategy.experimental_distribute_dataset(ds)))
-        disc, gen = trainer.train_step(real_batch, noise_batch)
-        results[name] = {
-            "loss": (float(disc), float(gen)),
-            "weights": trainer.generator.get_weights() + trainer.discriminator.get_weights(),
-        }
-    return results
-
-
 def largest_difference(results: dict, reference: str) -> dict:
     """Per strategy (or device count): the largest absolute difference in loss and in any
     updated weight from ``reference``'s. Where the results carry their ``start`` weights,
@@ -233,57 +209,6 @@ def fit_classifier(
         "policy": policy or "float32",
         "steps_per_execution": steps_per_execution,
         "note": note,
-    }
-
-
-def gan_throughput(
-    counts, images, global_batch: int, config, steps: int = 6, steps_per_call: int = 3
-) -> list[dict]:
-    """GAN training images/s, total and per replica, for each replica count (logical CPUs):
-    ``steps`` steps run ``steps_per_call`` at a time, after one warm-up call."""
-    import dataclasses
-    import time
-
-    import tensorflow as tf
-
-    from helpers.gan import GANTrainer, to_gan_range
-
-    # measured with ordinary (per-replica) batch norm, as most training runs use
-    config = dataclasses.replace(config, synchronized_bn=False)
-    rows = []
-    for count in counts:
-        strategy = mirrored(count)
-        trainer = GANTrainer(config, strategy)
-        ds = tf.data.Dataset.from_tensor_slices(images).map(to_gan_range).repeat()
-        ds = ds.batch(global_batch, drop_remainder=True)
-        iterator = iter(strategy.experimental_distribute_dataset(ds))
-        float(trainer.train_steps(iterator, steps_per_call)[0])  # trace and warm up
-        start = time.perf_counter()
-        for _ in range(max(1, steps // steps_per_call)):
-            disc, _ = trainer.train_steps(iterator, steps_per_call)
-        float(disc)  # wait for the last call
-        seconds = time.perf_counter() - start
-        total = max(1, steps // steps_per_call) * steps_per_call * global_batch / seconds
-        rows.append(
-            {
-                "replicas": count,
-                "per_replica_batch": global_batch // count,
-                "images_per_s": total,
-                "per_replica": total / count,
-            }
-        )
-    return rows
-
-
-def replica_strategies(choice) -> dict:
-    """Strategies to compare: one replica on the first device, and all of the chosen
-    strategy's replicas (the same strategy object: see :func:`helpers.strategy.mirrored`)."""
-    import tensorflow as tf
-
-    first = {"tpu": "/TPU:0", "gpu": "/GPU:0"}.get(choice.kind, "/CPU:0")
-    return {
-        "1 replica": tf.distribute.OneDeviceStrategy(first),
-        f"{choice.replicas} replicas": choice.strategy,
     }
 
 

@@ -68,8 +68,14 @@ class ChildTimeout(TimeoutError):
         self.pid = pid
 
 
-class JaxProcessError(RuntimeError):
-    """A function failed in the JAX process; the message carries the child's traceback."""
+class EngineError(RuntimeError):
+    """This kernel already runs another engine than the notebook needs (Keras on another
+    backend, JAX started with other devices): only a restart changes that."""
+
+
+class RunSettingsChanged(RuntimeError):
+    """A run folder holds a run made with other settings than this one's: resuming it would
+    mix the two, so nothing is loaded and nothing is deleted."""
 
 
 class ExerciseNotDone(RuntimeError):
@@ -91,6 +97,7 @@ ONE_LINE_ERRORS: tuple[type[BaseException], ...] = (
     ChildOutOfMemory,
     ChildDied,
     ChildTimeout,
-    JaxProcessError,
+    EngineError,
+    RunSettingsChanged,
     ExerciseNotDone,
 )

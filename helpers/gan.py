@@ -4,33 +4,20 @@ Notebook 04 shows the lesson itself in its own cells (the models' construction, 
 ``@tf.function`` step with two tapes, loss scaling, checkpoints, the training loop; saved as
 :mod:`helpers.lessons.dcgan`). What stays here: the precision/XLA choice per device, the
 epoch batches, the run's history (losses, grids, scores), the GIF, the curves, where the
-run lives (Drive on Colab), and :class:`GANTrainer`, notebook 05's form of the same step
-under any ``tf.distribute`` strategy:
-
-- Noise is drawn at the real batch's size, from a checkpointed ``tf.random.Generator``.
-- ``d_steps`` discriminator updates per generator update, inside the compiled step.
-- ``mixed_float16`` (GPU) wraps *each* optimizer in a ``LossScaleOptimizer``: ``scale_loss``,
-  then ``apply``, which unscales and skips non-finite updates. ``mixed_bfloat16`` (TPU, CPUs
-  with native bf16) needs no loss scaling. Logits and losses stay float32.
-- Losses are averaged over the *global* batch (``tf.nn.compute_average_loss``), so the same
-  global batch gives the same update on 1 or 8 replicas.
-- XLA, where chosen, compiles the per-replica step; the distributed step around
-  ``strategy.run`` stays a plain ``tf.function`` (see :func:`xla_for_strategy`).
-Used by: 04_dcgan, 05_tpu_distribute, ``make bench``.
+run lives (Drive on Colab). Notebook 05 runs notebook 04's step itself under a
+``tf.distribute`` strategy: there is one GAN step in the course.
+Used by: 04_dcgan, 05_data_parallel, ``make bench``.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from helpers.gan_models import build_pair
-from helpers.logs import native_noise_filtered
-from helpers.precision import mixed_policy_for, precision
+from helpers.precision import mixed_policy_for
 
 PRECISIONS = ("auto", "float32", "mixed_float16", "mixed_bfloat16")
 XLA_CHOICES = ("auto", "on", "off")
@@ -48,192 +35,6 @@ def choose_xla(kind: str, requested: str = "auto") -> bool:
     if requested != "auto":
         return requested == "on"
     return kind in ("gpu", "tpu")
-
-
-def _is_tpu(strategy) -> bool:
-    return type(strategy).__name__.startswith("TPUStrategy")
-
-
-def xla_for_strategy(strategy, wanted: bool) -> tuple[bool, str]:
-    """Whether the step runs under XLA with ``strategy``, and why. XLA is applied to the
-    per-replica step (``jit_compile=True`` on the function given to ``strategy.run``):
-
-    - one replica (the default strategy, ``OneDeviceStrategy``): as asked;
-    - ``MirroredStrategy`` over GPUs only: as asked. Inside XLA, TF's MirroredStrategy
-      updates variables without ``merge_call`` when all its devices are GPUs;
-    - ``MirroredStrategy`` with CPU devices: off, because TF cannot run that replica step
-      compiled (it fails placing the replicas' variables);
-    - TPUs: always on, since TPUStrategy compiles every step with XLA itself.
-    Used by: 04, 05 (through :class:`GANTrainer`).
-    """
-    if _is_tpu(strategy):
-        return True, "XLA: the TPU compiles every step with XLA"
-    if not wanted:
-        return False, "XLA off"
-    if strategy.num_replicas_in_sync == 1:
-        return True, "XLA on the step"
-    devices = getattr(strategy.extended, "worker_devices", ())
-    if devices and all("GPU" in d.upper() for d in devices):
-        return True, f"XLA on each of the {len(devices)} replicas' step"
-    return False, "XLA off: under MirroredStrategy, XLA per replica needs GPUs only"
-
-
-@dataclass
-class GANConfig:
-    """What to build and how to train it."""
-
-    architecture: str = "tutorial"
-    shape: tuple = (28, 28, 1)
-    noise_dim: int = 100
-    d_steps: int = 1
-    # Adam as in the DCGAN paper (Radford et al.), not the TF tutorial's 1e-4 and beta_1 0.9:
-    # on the offline digits, the tutorial's settings left the score near 1 for 400 steps
-    learning_rate: float = 2e-4
-    beta_1: float = 0.5
-    precision: str = "float32"  # a resolved policy (see choose_precision)
-    xla: bool = False
-    seed: int = 0
-    synchronized_bn: bool = False
-    dropout: float = 0.3
-
-
-class GANTrainer:
-    """Generator, discriminator, their optimizers and the compiled training step, under any
-    ``tf.distribute`` strategy: notebook 04's step (shown there, one device) with what a
-    strategy adds (``strategy.run`` and ``reduce``, losses over the global batch, several
-    steps per call). Used by: 05_tpu_distribute, :mod:`helpers.distribute`."""
-
-    def __init__(self, config: GANConfig, strategy=None):
-        import keras
-        import tensorflow as tf
-
-        self.config = config
-        self.strategy = strategy or tf.distribute.get_strategy()
-        self.policy = config.precision
-        with precision(self.policy), self.strategy.scope():
-            keras.utils.set_random_seed(config.seed)
-            self.generator, self.discriminator = build_pair(
-                config.architecture,
-                tuple(config.shape),
-                config.noise_dim,
-                config.synchronized_bn,
-                config.dropout,
-            )
-            self.g_opt = self._optimizer("generator_adam")
-            self.d_opt = self._optimizer("discriminator_adam")
-            self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
-            self.rng = tf.random.Generator.from_seed(config.seed)
-            for opt, model in ((self.g_opt, self.generator), (self.d_opt, self.discriminator)):
-                opt.build(model.trainable_variables)
-        # XLA compiles the per-replica step; the distributed step around ``strategy.run``
-        # stays a plain tf.function. XLA around ``strategy.run`` is the pattern reported
-        # broken under MirroredStrategy on several GPUs (keras#18145, tensorflow#53140).
-        self.xla, self.xla_note = xla_for_strategy(self.strategy, config.xla)
-        compile_replica = self.xla and not _is_tpu(self.strategy)  # a TPU compiles it anyway
-        self._replica_fn = (
-            tf.function(self._replica_step, jit_compile=True)
-            if compile_replica
-            else self._replica_step
-        )
-        self._train = tf.function(self._distributed_step)
-        self._traced = False
-        self._train_many = None
-
-    def _optimizer(self, name: str):
-        import keras
-
-        adam = keras.optimizers.Adam(
-            self.config.learning_rate, beta_1=self.config.beta_1, name=name
-        )
-        if self.policy == "mixed_float16":
-            return keras.optimizers.LossScaleOptimizer(adam, name=f"{name}_loss_scale")
-        return adam
-
-    @staticmethod
-    def _bce(labels, logits):
-        import tensorflow as tf
-
-        return tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=logits)[:, 0]
-
-    def _replica_step(self, real, noise=None):
-        import tensorflow as tf
-
-        batch = tf.shape(real)[0]
-
-        def draw():
-            # noise at the real batch's size, from the checkpointed generator
-            return self.rng.normal([batch, self.config.noise_dim]) if noise is None else noise
-
-        def losses():
-            fake = self.generator(draw(), training=True)
-            real_logits = self.discriminator(real, training=True)
-            fake_logits = self.discriminator(fake, training=True)
-            disc = self._bce(tf.ones_like(real_logits), real_logits) + self._bce(
-                tf.zeros_like(fake_logits), fake_logits
-            )
-            gen = self._bce(tf.ones_like(fake_logits), fake_logits)
-            # averaged over the global batch: right on 1 replica and on 8
-            return tf.nn.compute_average_loss(disc), tf.nn.compute_average_loss(gen)
-
-        for _ in range(self.config.d_steps - 1):  # extra discriminator-only updates
-            with tf.GradientTape() as tape:
-                disc, _ = losses()
-                scaled = self.d_opt.scale_loss(disc)
-            grads = tape.gradient(scaled, self.discriminator.trainable_variables)
-            self.d_opt.apply(grads, self.discriminator.trainable_variables)
-        # then both networks from one forward pass, as in the TF tutorial
-        with tf.GradientTape() as g_tape, tf.GradientTape() as d_tape:
-            disc, gen = losses()
-            d_scaled, g_scaled = self.d_opt.scale_loss(disc), self.g_opt.scale_loss(gen)
-        g_grads = g_tape.gradient(g_scaled, self.generator.trainable_variables)
-        d_grads = d_tape.gradient(d_scaled, self.discriminator.trainable_variables)
-        self.g_opt.apply(g_grads, self.generator.trainable_variables)
-        self.d_opt.apply(d_grads, self.discriminator.trainable_variables)
-        return disc, gen
-
-    def _distributed_step(self, real, noise=None):
-        import tensorflow as tf
-
-        args = (real,) if noise is None else (real, noise)
-        disc, gen = self.strategy.run(self._replica_fn, args=args)
-        self.step.assign_add(1)
-        total = tf.distribute.ReduceOp.SUM  # each replica's loss is already / global batch
-        return self.strategy.reduce(total, disc, axis=None), self.strategy.reduce(
-            total, gen, axis=None
-        )
-
-    def _distributed_steps(self, iterator, steps):
-        import tensorflow as tf
-
-        disc = gen = tf.constant(0.0)
-        for _ in tf.range(steps):  # several steps in one call: fewer round trips to the host
-            element = next(iterator)
-            parts = element if isinstance(element, tuple) else (element,)
-            disc, gen = self._distributed_step(*parts)
-        return disc, gen
-
-    def train_steps(self, iterator, steps: int):
-        """``steps`` steps in one compiled call, reading a distributed iterator whose
-        elements are images or ``(images, noise)``; returns the last step's losses.
-        On a TPU this keeps the cores busy between round trips (notebook 05).
-
-        The steps run in a ``tf.range`` loop inside one ``tf.function``."""
-        import tensorflow as tf
-
-        if self._train_many is None:
-            self._train_many = tf.function(self._distributed_steps)
-        with native_noise_filtered():
-            return self._train_many(iterator, tf.constant(steps))
-
-    def train_step(self, real, noise=None):
-        """One compiled step on a (distributed) batch of images in [-1, 1]; returns losses."""
-        args = (real,) if noise is None else (real, noise)
-        if self._traced:
-            return self._train(*args)
-        with native_noise_filtered():  # graph optimisers' notices while tracing
-            result = self._train(*args)
-        self._traced = True
-        return result
 
 
 def to_gan_range(images, labels=None):

@@ -63,10 +63,10 @@ def drop_native_noise(text: str) -> str:
     return "".join(kept)
 
 
-#: Notebooks (stems) whose setup runs on a runtime without TensorFlow, such as Colab's TPU
-#: runtimes, which ship JAX only; every other notebook stops in its setup with one line
+#: Notebooks (stems) that run on a runtime without TensorFlow, such as Colab's TPU runtimes,
+#: which ship JAX, Keras and PyTorch/XLA; every other notebook stops in its setup with one line
 #: (:class:`NoTensorFlowError`) that points at these. tests/test_setup.py checks both.
-RUN_WITHOUT_TENSORFLOW: tuple[str, ...] = ("05_tpu_distribute",)
+RUN_WITHOUT_TENSORFLOW: tuple[str, ...] = ("08_tpu_keras_jax", "09_tpu_pytorch_xla")
 
 
 def no_tensorflow_message(runs_here: tuple[str, ...] | None = None) -> str:
@@ -74,11 +74,14 @@ def no_tensorflow_message(runs_here: tuple[str, ...] | None = None) -> str:
     at ``runs_here`` (default: :data:`RUN_WITHOUT_TENSORFLOW`).
     Used by: every notebook (Setup, through :func:`import_tensorflow`)."""
     runs_here = RUN_WITHOUT_TENSORFLOW if runs_here is None else runs_here
-    elsewhere = "".join(f" or open notebooks/{name}.ipynb, which runs here" for name in runs_here)
+    elsewhere = ""
+    if runs_here:
+        names = " or ".join(f"notebooks/{name}.ipynb" for name in runs_here)
+        elsewhere = f", or open {names}, which run{'s' if len(runs_here) == 1 else ''} here"
     return (
         "This runtime has no TensorFlow, which this notebook needs (Colab's TPU runtimes ship "
-        "JAX only): change the runtime type (Colab: Runtime > Change runtime type > CPU or "
-        f"T4 GPU; Kaggle: Settings > Accelerator){elsewhere}."
+        "JAX, Keras and PyTorch/XLA instead): change the runtime type (Colab: Runtime > Change "
+        f"runtime type > CPU or T4 GPU; Kaggle: Settings > Accelerator){elsewhere}."
     )
 
 

@@ -28,11 +28,43 @@ EIGHT_REPLICAS = textwrap.dedent("""
     import numpy as np
     from helpers.logs import import_tensorflow
     from helpers.strategy import split_cpu
-    from helpers import data, distribute, gan
+    from helpers import data, distribute, gan, gan_models
     tf = import_tensorflow()
+    from helpers.lessons.dcgan import make_optimizer, make_train_step  # notebook 04's step
     split_cpu(8)
     images = data.load("digits", verbose=False)
     x, y = images.x_train[:64], images.y_train[:64]
+
+    def gan_step_results(strategies, real, noise, synced):
+        # notebook 04's step, once under each strategy: same weights, batch and noise;
+        # dropout off (its masks differ per replica)
+        results, start = {}, None
+        for name, strategy in strategies.items():
+            with strategy.scope():
+                nets = gan_models.build_pair("tutorial", (28, 28, 1), synchronized=synced,
+                                             dropout=0.0)
+                opts = [make_optimizer("float32") for _ in nets]
+                for opt, net in zip(opts, nets):
+                    opt.build(net.trainable_variables)
+                rng = tf.random.Generator.from_seed(0)
+            start = start or [net.get_weights() for net in nets]
+            for net, weights in zip(nets, start):
+                net.set_weights(weights)
+            step = make_train_step(*nets, *opts, rng)
+            ds = tf.data.Dataset.from_tensor_slices((real, noise)).batch(len(real))
+            batch = next(iter(strategy.experimental_distribute_dataset(ds)))
+
+            @tf.function
+            def run(batch):
+                d, g = strategy.run(step, args=batch)
+                sum = tf.distribute.ReduceOp.SUM
+                return strategy.reduce(sum, d, axis=None), strategy.reduce(sum, g, axis=None)
+
+            d, g = run(batch)
+            results[name] = {"loss": (float(d), float(g)),
+                             "weights": nets[0].get_weights() + nets[1].get_weights()}
+        return results
+
     strategies = {"one": distribute.mirrored(1), "eight": distribute.mirrored(8)}
     out = {}
     for synced in (True, False):
@@ -40,8 +72,7 @@ EIGHT_REPLICAS = textwrap.dedent("""
         out[f"classifier {synced}"] = distribute.largest_difference(results, "one")["eight"]
         real = gan.to_gan_range(x).numpy()
         noise = np.random.default_rng(0).standard_normal((64, 100)).astype("float32")
-        config = gan.GANConfig(dropout=0.0, synchronized_bn=synced)
-        results = distribute.gan_step_results(strategies, real, noise, config)
+        results = gan_step_results(strategies, real, noise, synced)
         out[f"gan {synced}"] = distribute.largest_difference(results, "one")["eight"]
     run = distribute.fit_classifier(strategies["eight"], x, y, 32, epochs=2,
                                     steps_per_execution=4)

@@ -1,5 +1,5 @@
 """Notebook 05's exercise checks: each says "right" to its solution (the block in
-solutions/05_tpu_distribute.py) and "not yet", with the expected reason, to the untouched
+solutions/05_data_parallel.py) and "not yet", with the expected reason, to the untouched
 exercise and to the usual mistakes. Like the notebook's exercises, they need only numpy."""
 
 import sys
@@ -15,7 +15,7 @@ UNTOUCHED = "still holds its placeholder"
 
 @pytest.fixture(scope="module")
 def solved():
-    return solution_functions("05_tpu_distribute", np=np)
+    return solution_functions("05_data_parallel", np=np)
 
 
 def untouched(*args, **kwargs):

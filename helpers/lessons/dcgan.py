@@ -34,14 +34,19 @@ def build_gan(architecture, shape, policy, fused_bn=True, fast_dropout=True, see
 
 
 cross_entropy = keras.losses.BinaryCrossentropy(from_logits=True)  # logits stay float32
+per_example = keras.losses.BinaryCrossentropy(from_logits=True, reduction=None)
+
+
+def bce(labels, logits):  # averaged over the global batch: right on 1 replica and on 8 (05)
+    return tf.nn.compute_average_loss(per_example(labels, logits))
 
 
 def gan_losses(generator, discriminator, real, noise):
     fake_logits = discriminator(generator(noise, training=True), training=True)
     real_logits = discriminator(real, training=True)
-    d_loss = (cross_entropy(tf.ones_like(real_logits), real_logits)
-              + cross_entropy(tf.zeros_like(fake_logits), fake_logits))
-    return d_loss, cross_entropy(tf.ones_like(fake_logits), fake_logits)
+    d_loss = bce(tf.ones_like(real_logits), real_logits) + bce(
+        tf.zeros_like(fake_logits), fake_logits)
+    return d_loss, bce(tf.ones_like(fake_logits), fake_logits)
 
 
 def update(optimizer, tape, scaled_loss, model):
@@ -51,9 +56,9 @@ def update(optimizer, tape, scaled_loss, model):
 
 def make_train_step(generator, discriminator, g_opt, d_opt, rng, d_steps=1, jit_compile=False):
     @tf.function(jit_compile=jit_compile)
-    def train_step(real):
-        def noise():  # at the real batch's size
-            return rng.normal([tf.shape(real)[0], 100])
+    def train_step(real, fixed_noise=None):
+        def noise():  # at the real batch's size, unless given (05 compares replica counts)
+            return rng.normal([tf.shape(real)[0], 100]) if fixed_noise is None else fixed_noise
         for _ in range(d_steps - 1):  # extra discriminator updates
             with tf.GradientTape() as d_tape:
                 d_loss, _ = gan_losses(generator, discriminator, real, noise())

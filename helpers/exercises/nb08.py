@@ -1,0 +1,106 @@
+"""Checks for notebook 08's exercises (Keras 3 on JAX: a pure training step, a batch split
+between the devices).
+
+They run where the notebook runs: Keras on the JAX backend, with TensorFlow absent or unused.
+Keras and JAX are imported inside each check, never at import (every notebook loads the
+checks of all of them).
+"""
+
+from __future__ import annotations
+
+from helpers.exercises import exercise, require
+
+
+def _small_classifier(keras, seed: int):
+    """Logits out, with batch norm, so that the step must carry the non-trainable state."""
+    keras.utils.set_random_seed(seed)
+    return keras.Sequential([
+        keras.Input((6,)),
+        keras.layers.Dense(16, activation="relu"),
+        keras.layers.BatchNormalization(),
+        keras.layers.Dense(3),
+    ])
+
+
+@exercise("08.1", "write a classifier's pure training step",
+          hint="Inside a loss function of (trainable, non_trainable, x, y), run "
+               "`model.stateless_call(trainable, non_trainable, x, training=True)`, which "
+               "returns the logits and the new non-trainable values; average "
+               "`sparse_categorical_crossentropy(y, logits, from_logits=True)` and return "
+               "(loss, non_trainable). `jax.value_and_grad(..., has_aux=True)` gives both and "
+               "the gradients; `optimizer.stateless_apply(opt_vars, grads, trainable)` gives "
+               "the new trainable values and optimizer state. Wrap the step in `jax.jit`.",
+          right="From the same weights, your step gives the loss, weights, batch-norm "
+                "statistics and optimizer state that Keras's own train_on_batch gives.")
+def classifier_step(fn) -> str | None:
+    import keras
+    import numpy as np
+
+    if keras.backend.backend() != "jax":
+        return "This check needs Keras on JAX (run the notebook from its first cell)."
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((32, 6)).astype("float32")
+    y = rng.integers(0, 3, 32).astype("int32")
+    theirs, ours = _small_classifier(keras, 1), _small_classifier(keras, 1)
+    optimizer = keras.optimizers.Adam(0.01)
+    optimizer.build(theirs.trainable_variables)
+    step = fn(theirs, optimizer)
+    require(step)
+    state = tuple([v.value for v in vs] for vs in (
+        theirs.trainable_variables, theirs.non_trainable_variables, optimizer.variables))
+    result = step(state, x, y)
+    require(result)
+    if not (isinstance(result, tuple | list) and len(result) == 2):
+        return "The step must return two things: (new_state, loss)."
+    new_state, loss = result
+    if not (isinstance(new_state, tuple | list) and len(new_state) == 3):
+        return "new_state must be (trainable, non_trainable, optimizer variables), like state."
+    ours.compile(optimizer=keras.optimizers.Adam(0.01),
+                 loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    want_loss = float(ours.train_on_batch(x, y))
+    if not np.isclose(float(np.asarray(loss)), want_loss, rtol=1e-4):
+        return (f"Your loss is {float(np.asarray(loss)):.5g}, Keras's {want_loss:.5g}: the mean "
+                "sparse categorical cross-entropy on logits (from_logits=True), before the "
+                "update.")
+    parts = (("trainable weights", new_state[0], ours.trainable_variables),
+             ("non-trainable values (batch norm's moving statistics)", new_state[1],
+              ours.non_trainable_variables))
+    for name, got, want in parts:
+        if len(got) != len(want) or not all(
+                np.allclose(np.asarray(a), np.asarray(b.value), atol=1e-5)
+                for a, b in zip(got, want, strict=False)):
+            return (f"The loss is right, but the new {name} are not Keras's after one step"
+                    + (": keep what stateless_call returns." if "non" in name else "."))
+    return None
+
+
+@exercise("08.2", "split a global batch between the devices",
+          hint="Make a `jax.sharding.Mesh(np.array(device_list), ('batch',))`, then "
+               "`jax.device_put(array, NamedSharding(mesh, PartitionSpec('batch')))`: the "
+               "first axis is split along the mesh's only axis, the others are whole.",
+          right="The array's values are unchanged, and each device holds its own equal, "
+                "non-overlapping share of the rows: what `fit` and `distribute_tensor` do.")
+def split_batch(fn, devices=None) -> str | None:
+    import jax
+    import numpy as np
+
+    devices = list(devices or jax.devices())
+    cases = [devices, devices[:2], devices[:1]] if len(devices) > 2 else [devices]
+    for device_list in cases:
+        n = len(device_list)
+        array = np.arange(8 * n * 3, dtype="float32").reshape(8 * n, 3)
+        result = fn(array, device_list)
+        require(result)
+        if not isinstance(result, jax.Array):
+            return f"It returned a {type(result).__name__}, not a JAX array on the devices."
+        if not np.array_equal(np.asarray(result), array):
+            return "Its values are not the array's: place it, do not change it."
+        where = {s.device for s in result.addressable_shards}
+        if where != set(device_list):
+            return (f"With {n} device(s), it lives on {len(where)} of them: put it on exactly "
+                    "the devices given.")
+        rows = [len(np.asarray(s.data)) for s in result.addressable_shards]
+        if rows != [8] * n:
+            return (f"With {n} devices, they hold {sorted(set(rows))} rows each, not 8 of the "
+                    f"{8 * n}: split the first axis, do not copy the whole array to each.")
+    return None

@@ -1,0 +1,67 @@
+"""Plumbing for notebook 08 (TPUs with Keras 3 on JAX): the engine check, the batch rules,
+the device description and the 1-versus-N table. The lesson's code (``DataParallel``, ``fit``,
+the stateless DCGAN step) is in the notebook's cells.
+
+Nothing here imports TensorFlow: notebook 08 runs where it is not installed (Colab's TPU
+runtimes). Keras and JAX are imported only inside the functions, after the notebook's first
+cell has chosen the backend and the devices.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from helpers.distribute import batch_rule, largest_difference
+from helpers.errors import EngineError
+from helpers.params import ParameterError
+
+__all__ = ["batch_rule", "comparison_rows", "describe", "enough_images", "require_jax_backend"]
+
+
+def require_jax_backend() -> None:
+    """Raise :class:`EngineError` (one line) unless Keras runs on JAX in this kernel.
+
+    Keras reads ``KERAS_BACKEND`` once, at its first import: a kernel that imported Keras
+    before the notebook's first cell keeps the other backend until it restarts."""
+    keras = sys.modules.get("keras")
+    backend = keras.backend.backend() if keras else os.environ.get("KERAS_BACKEND", "")
+    if backend != "jax":
+        raise EngineError(
+            f"Keras runs on {backend or 'its default backend'} in this kernel, not on JAX: "
+            "Keras reads KERAS_BACKEND once, at its first import. Restart the kernel (Colab: "
+            "Runtime > Restart session) and run the notebook from its first cell."
+        )
+
+
+def enough_images(global_batch: int):
+    """A :mod:`helpers.params` rule: at least one global batch of images (and two, so that
+    the DCGAN's steps draw from more than one)."""
+
+    def rule(name: str, value: object) -> object:
+        if isinstance(value, int) and not isinstance(value, bool) and value < 2 * global_batch:
+            raise ParameterError(
+                f"Invalid parameter {name}={value!r}: at least two global batches "
+                f"({2 * global_batch} images for global_batch_size={global_batch})."
+            )
+        return value
+
+    return rule
+
+
+def describe(devices) -> str:
+    """``"8 TPU v5 lite chip(s)"`` or ``"8 simulated CPU device(s) (no TPU here)"``."""
+    kinds = sorted({getattr(d, "device_kind", d.platform) for d in devices})
+    platform = devices[0].platform if devices else "cpu"
+    if platform == "cpu":
+        return f"{len(devices)} simulated CPU device(s) (no TPU here)"
+    return f"{len(devices)} {', '.join(kinds)} device(s) ({platform.upper()})"
+
+
+def comparison_rows(models: dict, reference: str) -> list[list[str]]:
+    """Rows of the 1-versus-N table: per model, each run against ``reference``."""
+    return [
+        [model, name, f"{d['loss']:.2e}", f"{d['weights']:.2e}", f"{d.get('update', 0):.2e}"]
+        for model, results in models.items()
+        for name, d in largest_difference(results, reference).items()
+    ]

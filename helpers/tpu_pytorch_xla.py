@@ -1,0 +1,130 @@
+"""Plumbing for notebook 09 (TPUs with PyTorch/XLA): rules for its parameters, the device
+description, the checkpoint files of a run and the check of its settings, the 1-versus-N table,
+and the old posts' calls probed against this runtime. The lesson's code (the networks, the
+step, SPMD, the loader, saving and resuming) is in the notebook's cells.
+
+Nothing here imports TensorFlow or Keras; ``torch`` and ``torch_xla`` are imported inside the
+functions, after the notebook's first cell has chosen the devices.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from helpers.distribute import batch_rule, largest_difference
+from helpers.errors import RunSettingsChanged
+from helpers.tpu_keras_jax import enough_images
+
+__all__ = [
+    "batch_rule", "checkpoints", "comparison_rows", "describe", "enough_images", "keep_newest",
+    "load", "old_and_new", "same_settings", "weights",
+]
+
+CHECKPOINT = re.compile(r"^step-(\d{7})\.pt$")
+
+
+def describe(device_type: str, count: int) -> str:
+    """``"8 TPU chip(s)"`` or ``"8 simulated CPU device(s) (no TPU here)"``."""
+    if device_type.upper() == "CPU":
+        return f"{count} simulated CPU device(s) (no TPU here)"
+    return f"{count} {device_type.upper()} chip(s)"
+
+
+def weights(*models) -> list[np.ndarray]:
+    """Every parameter of ``models``, copied to the CPU as float64 arrays."""
+    return [p.detach().cpu().double().numpy() for m in models for p in m.parameters()]
+
+
+def comparison_rows(results: dict, reference: str) -> list[list[str]]:
+    """Rows of the 1-versus-N table: each run against ``reference``."""
+    return [
+        [name, f"{d['loss']:.2e}", f"{d['weights']:.2e}", f"{d.get('update', 0):.2e}"]
+        for name, d in largest_difference(results, reference).items()
+    ]
+
+
+def checkpoints(run: Path) -> list[Path]:
+    """The run's checkpoint files (``step-NNNNNNN.pt``), oldest first."""
+    return sorted(p for p in Path(run).iterdir() if CHECKPOINT.match(p.name))
+
+
+def keep_newest(run: Path, keep: int = 3) -> list[Path]:
+    """Delete all but the ``keep`` newest checkpoints of the run (only files of that name);
+    return what was deleted. Called after a save has completed, never before."""
+    old = checkpoints(run)[:-keep]
+    for path in old:
+        path.unlink()
+    return old
+
+
+def load(path: Path):
+    """The checkpoint at ``path`` on the CPU, or None (with a warning) if it cannot be read."""
+    import torch
+
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:  # a truncated or damaged file: say so, try the one before
+        print(f"WARNING: {path.name} could not be read ({type(error).__name__}); "
+              "trying the one before.")
+        return None
+
+
+def same_settings(saved: dict, now: dict, path: Path) -> None:
+    """Raise :class:`RunSettingsChanged` (one line, nothing deleted) if the run in
+    ``path``'s folder was made with other settings than ``now``."""
+    changed = {k: (saved.get(k), v) for k, v in now.items() if saved.get(k) != v}
+    if changed:
+        what = ", ".join(f"{k} was {old!r}, now {new!r}" for k, (old, new) in changed.items())
+        raise RunSettingsChanged(
+            f"{path.parent} holds a run made with other settings ({what}); nothing was "
+            "deleted. Use the same settings to resume it, another run_dir for a new run, or "
+            "fresh_start=True to replace it."
+        )
+
+
+def _has(module, name: str) -> bool:
+    return hasattr(module, name)
+
+
+def old_and_new() -> list[list[str]]:
+    """The old posts' PyTorch/XLA calls, what replaces each, and what this runtime says."""
+    import torch_xla
+    import torch_xla.core.xla_model as xm
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        xm.xla_device()
+    said = "; ".join(str(w.message) for w in caught) or "no warning"
+    try:
+        from torch_xla.amp import GradScaler  # noqa: F401
+        scaler = "torch_xla.amp.GradScaler still imports"
+    except ImportError:
+        scaler = "torch_xla.amp.GradScaler: ImportError"
+    gone = "gone" if not _has(xm, "xrt_world_size") else "still there"
+    return [
+        ["curl ... env-setup.py; python env-setup.py --version ...",
+         "Colab's and Kaggle's TPU images ship torch_xla; elsewhere pip install the same "
+         "release of torch and torch_xla[tpu]", f"torch_xla {torch_xla.__version__} installed"],
+        ["xm.xrt_world_size(), xm.get_ordinal()",
+         "XRT is gone: torch_xla.runtime.world_size(), global_ordinal(); under SPMD, one "
+         "process: global_runtime_device_count()", f"xm.xrt_world_size: {gone}"],
+        ["xm.xla_device()", "torch_xla.device()", f"xm.xla_device() warns: {said}"],
+        ["xm.optimizer_step(optimizer)",
+         "SPMD: optimizer.step(), the compiler sums the gradients; multi-process "
+         "(torch_xla.launch): xm.optimizer_step still all-reduces them",
+         f"xm.optimizer_step: {'there' if _has(xm, 'optimizer_step') else 'gone'}"],
+        ["xm.mark_step()", "torch_xla.sync()",
+         f"torch_xla.sync: {'there' if _has(torch_xla, 'sync') else 'missing'}"],
+        ["a GradScaler with bfloat16", "none: bfloat16 keeps float32's exponent range; "
+         "torch.autocast('xla', dtype=torch.bfloat16) alone", scaler],
+        ["nn.Sigmoid() + nn.BCELoss() under low precision",
+         "logits + nn.BCEWithLogitsLoss(), in float32", "measured in the next cell"],
+        ["DataLoader(num_workers=0) as a rule; one IterableDataset per core (get_ordinal)",
+         "one DataLoader for the global batch, MpDeviceLoader(input_sharding=...) splits it; "
+         "num_workers where the host has work per batch", "the loader above"],
+        ["xm.master_print(...)", "print(...): SPMD runs one process", "the prints above"],
+    ]
