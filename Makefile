@@ -22,6 +22,21 @@ COMPAT_BIN := $(COMPAT_VENV)/bin
 COMPAT_STAMP := $(COMPAT_VENV)/.installed
 COMPAT_BUILD := build/test-compat
 COMPAT_PYTEST := $(COMPAT_BIN)/python -m pytest -q -p no:cacheprovider
+# The TPU stack (requirements-tpu.txt): Colab's TPU image, JAX, Keras and torch_xla without
+# TensorFlow, for notebooks 08 and 09, on Python 3.12 (found as COMPAT_PYTHON is; or pass
+# TPU_PYTHON=/path/to/python3.12). It registers its kernel in .venv as "course-tpu", through
+# which `make run` executes those two notebooks.
+TPU_PYTHON ?= $(COMPAT_PYTHON)
+TPU_VENV := .venv-tpu
+TPU_BIN := $(TPU_VENV)/bin
+TPU_STAMP := $(TPU_VENV)/.installed
+TPU_KERNEL_STAMP := $(VENV)/.tpu-kernel
+TPU_BUILD := build/test-tpu
+TPU_PYTEST := $(TPU_BIN)/python -m pytest -q -p no:cacheprovider
+# What notebook 08's first cell sets (Keras on JAX, 8 host devices) and notebook 09's
+# (PyTorch/XLA on 8 CPU devices), for the unit tests of their plumbing and checks
+JAX_ENV := KERAS_BACKEND=jax JAX_PLATFORMS=cpu XLA_FLAGS=--xla_force_host_platform_device_count=8
+XLA_ENV := PJRT_DEVICE=CPU CPU_NUM_DEVICES=8
 # Runs one stage of `make test` and says how long it took: wall-clock seconds, and the CPU
 # seconds (user + system) of all its processes, which do not depend on what else is running.
 # (`times` runs in this shell, not in a $(...) subshell, which has no children of its own.)
@@ -30,14 +45,15 @@ STAGE = @start=$$(date +%s); $(MAKE) --no-print-directory $(1) || exit 1; \
     printf "%.0f", u[1] * 60 + u[2] + s[1] * 60 + s[2] }' $$t); rm -f $$t; \
   echo "== stage $(1): $$(( $$(date +%s) - start )) s wall, $$cpu s CPU"
 
-.PHONY: help venv venv-compat run bench test lint check-notebooks unit notebooks nbval \
-        compat-unit compat-notebooks clean-notebooks lessons solutions set-repo clean gpu-check site \
-        site-test
+.PHONY: help venv venv-compat venv-tpu run bench test lint check-notebooks unit notebooks nbval \
+        compat-unit compat-notebooks tpu-unit tpu-notebooks clean-notebooks lessons solutions \
+        set-repo clean gpu-check site site-test
 
 help:
 	@echo "make run [PROFILE=quick|full]  execute every notebook into build/ and print a summary"
 	@echo "make test                      lint, notebook checks, unit tests, notebook runs, nbval,"
 	@echo "                               then unit tests and notebook runs on the compat stack"
+	@echo "                               and on the TPU stack (08 and 09, without TensorFlow)"
 	@echo "make bench                     run the benchmarks into build/bench/results.{json,md}"
 	@echo "make gpu-check                 the course on an NVIDIA GPU (CUDA TF in .venv-gpu) into"
 	@echo "                               build/gpu-check/report.md; the CPU-safe parts without one"
@@ -77,10 +93,30 @@ $(COMPAT_STAMP): requirements-compat.txt pyproject.toml
 
 venv-compat: $(COMPAT_STAMP)
 
-run: $(STAMP)
+$(TPU_STAMP): requirements-tpu.txt pyproject.toml
+	@test -x $(TPU_BIN)/python || test -n "$(TPU_PYTHON)" || { echo "make: the TPU stack \
+	(.venv-tpu) needs Python 3.12, found neither on PATH nor in pyenv: install it, or pass \
+	TPU_PYTHON=/path/to/python3.12"; exit 1; }
+	@test -x $(TPU_BIN)/python || $(TPU_PYTHON) -m venv $(TPU_VENV)
+	$(TPU_BIN)/python -m pip install -q --upgrade pip
+	@start=$$(date +%s); $(TPU_BIN)/python -m pip install -q -r requirements-tpu.txt && \
+	  echo "make: the TPU stack installed in $$(( $$(date +%s) - start )) s, \
+	  $$(du -sh $(TPU_VENV) | cut -f1) on disk"
+	$(TPU_BIN)/python -m pip install -q --no-deps -e .
+	@touch $@
+
+# The TPU stack's kernel, registered in .venv (where `make run` starts kernels).
+$(TPU_KERNEL_STAMP): $(STAMP) $(TPU_STAMP)
+	$(TPU_BIN)/python -m ipykernel install --prefix $(abspath $(VENV)) --name course-tpu \
+	  --display-name "Python (course TPU stack: JAX, Keras, torch_xla)" > /dev/null
+	@touch $@
+
+venv-tpu: $(TPU_KERNEL_STAMP)
+
+run: $(STAMP) $(TPU_KERNEL_STAMP)
 	$(BIN)/python -m tools.run_notebooks --profile $(PROFILE)
 
-bench: $(STAMP)
+bench: $(STAMP) $(TPU_STAMP)
 	$(BIN)/python -m tools.bench
 
 # Needs only python3.11 and pip: with an NVIDIA GPU it builds .venv-gpu (tensorflow[and-cuda]),
@@ -89,7 +125,7 @@ gpu-check:
 	$(PYTHON) -m tools.gpu_check $(GPU_CHECK_ARGS)
 
 # Stages run in this order and stop at the first that fails; each says how long it took.
-test: $(STAMP) $(COMPAT_STAMP)
+test: $(STAMP) $(COMPAT_STAMP) $(TPU_KERNEL_STAMP)
 	$(call STAGE,lint)
 	$(call STAGE,check-notebooks)
 	$(call STAGE,unit)
@@ -97,6 +133,8 @@ test: $(STAMP) $(COMPAT_STAMP)
 	$(call STAGE,nbval)
 	$(call STAGE,compat-unit)
 	$(call STAGE,compat-notebooks)
+	$(call STAGE,tpu-unit)
+	$(call STAGE,tpu-notebooks)
 
 lint: $(STAMP)
 	$(BIN)/ruff check helpers tests tools notebooks solutions
@@ -110,7 +148,7 @@ check-notebooks: $(STAMP)
 	$(BIN)/python -m tools.course_map readme --check
 
 unit: $(STAMP)
-	$(TEST_ENV) $(PYTEST) -n 2 -m "not notebooks and not site"
+	$(TEST_ENV) $(PYTEST) -n 2 -m "not notebooks and not site and not tpu"
 
 # Executes every notebook with the `test` profile into build/test/executed,
 # and every invalid parameter value from notebooks/profiles.toml.
@@ -132,10 +170,13 @@ EXECUTED ?= build/executed
 site: $(SITE_STAMP)
 	$(BIN)/python -m tools.site --executed $(EXECUTED) --out build/site
 
-# After `make test` (its notebook stage leaves build/test/executed): build the site from those
-# copies and open every page in headless Chromium (tests/test_site_browser.py).
+# After `make test` (its notebook stages leave build/test/executed, and build/test-tpu/executed
+# for the TPU notebooks): build the site from those copies and open every page in headless
+# Chromium (tests/test_site_browser.py).
 site-test: $(SITE_STAMP)
-	$(BIN)/python -m tools.site --executed $(TEST_BUILD)/executed --out $(TEST_BUILD)/site
+	rm -rf $(TEST_BUILD)/all-executed && mkdir -p $(TEST_BUILD)/all-executed
+	cp $(TEST_BUILD)/executed/*.ipynb $(TPU_BUILD)/executed/*.ipynb $(TEST_BUILD)/all-executed/
+	$(BIN)/python -m tools.site --executed $(TEST_BUILD)/all-executed --out $(TEST_BUILD)/site
 	$(TEST_ENV) COURSE_SITE=$(TEST_BUILD)/site $(PYTEST) -m site tests/test_site_browser.py
 
 # The same unit tests and notebook runs on the compat stack (nbval stays on the pinned one), less
@@ -145,12 +186,25 @@ site-test: $(SITE_STAMP)
 # runs once there (the pinned stage already runs each twice in one kernel), with its exercises
 # solved: every check must say "right" there, and "not yet" to the untouched ones on the pinned.
 compat-unit: $(COMPAT_STAMP)
-	$(TEST_ENV) $(COMPAT_PYTEST) -n 2 -m "not notebooks and not site and not heavy"
+	$(TEST_ENV) $(COMPAT_PYTEST) -n 2 -m "not notebooks and not site and not heavy and not tpu"
 
 compat-notebooks: $(COMPAT_STAMP)
 	rm -rf $(COMPAT_BUILD)
-	$(TEST_ENV) COURSE_TEST_BUILD=$(COMPAT_BUILD) COURSE_TEST_PASSES=1 COURSE_TEST_SOLUTIONS=1 \
-	  $(COMPAT_PYTEST) -n 2 -m notebooks -k runs_with_test_parameters
+	$(TEST_ENV) COURSE_STACK=compat COURSE_TEST_BUILD=$(COMPAT_BUILD) COURSE_TEST_PASSES=1 \
+	  COURSE_TEST_SOLUTIONS=1 $(COMPAT_PYTEST) -n 2 -m notebooks -k runs_with_test_parameters
+
+# The TPU stack, where TensorFlow is not installed: the plumbing and exercise checks of
+# notebooks 08 and 09 (one engine per process, as in the notebooks), what runs without
+# TensorFlow, then both notebooks twice in one kernel and their invalid parameter values.
+tpu-unit: $(TPU_STAMP)
+	$(TEST_ENV) $(JAX_ENV) $(TPU_PYTEST) -m tpu tests/test_tpu_keras_jax.py
+	$(TEST_ENV) $(XLA_ENV) $(TPU_PYTEST) -m tpu tests/test_tpu_pytorch_xla.py
+	$(TEST_ENV) $(TPU_PYTEST) tests/test_without_tensorflow.py tests/test_setup.py -k "without_tensorflow"
+
+tpu-notebooks: $(TPU_STAMP)
+	rm -rf $(TPU_BUILD)
+	$(TEST_ENV) COURSE_STACK=tpu COURSE_TEST_BUILD=$(TPU_BUILD) $(TPU_PYTEST) -n 2 -m notebooks \
+	  tests/test_notebooks.py
 
 # The notebooks with their exercises solved (solutions/NN_name.py), into build/solutions.
 solutions: $(STAMP)

@@ -3,7 +3,7 @@ and the proof that 1 replica and N replicas compute the same update.
 
 On a CPU split into logical devices (``helpers.strategy.split_cpu``) all of it runs
 with ``MirroredStrategy``, so TPU code paths are exercised without a TPU.
-Used by: 05_tpu_distribute.
+Used by: 05_data_parallel; 08 and 09 (through their plumbing modules).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ Batch norm runs TensorFlow's fused kernel and dropout draws half the random bits
 (:mod:`helpers.layers`), except in the tutorial baseline. Under a mixed-precision policy
 the generator's ``tanh`` output and the discriminator's logits stay float32, so losses are
 computed in full precision.
-Used by: 04_dcgan, 05_tpu_distribute.
+Used by: 04_dcgan, 08_tpu_keras_jax (the tutorial pair, on JAX).
 """
 
 from __future__ import annotations

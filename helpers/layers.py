@@ -18,7 +18,7 @@ records the step as a whole, ``dcgan_vs_tutorial``).
 Both choose by feature, not by version: where this runtime lacks what the faster path needs
 (Keras on another backend than TensorFlow, a Keras without ``renorm`` or a ``SeedGenerator``
 on its layers, ...), they compute as Keras's own layer does. :func:`describe` says which
-path ran. Used by: 04_dcgan, 05_tpu_distribute (through :mod:`helpers.gan_models`).
+path ran. Used by: 04_dcgan, 05_data_parallel (through :mod:`helpers.gan_models`).
 """
 
 from __future__ import annotations

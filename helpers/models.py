@@ -2,7 +2,7 @@
 
 Every classifier of the course lives here: ``mnist_cnn`` and ``cifar_cnn`` (02, 06),
 ``replica_classifier`` (05, 07) and ``scoring_classifier`` (04's image scores).
-Used by: 02_gpu_vs_cpu_benchmark, 04_dcgan, 05_tpu_distribute, 06_out_of_memory,
+Used by: 02_gpu_vs_cpu_benchmark, 04_dcgan, 05_data_parallel, 06_out_of_memory,
 07_scale_out_profile.
 """
 
@@ -64,7 +64,7 @@ def replica_classifier(
     """A small CNN with batch norm; float32 logits and loss under a bf16 policy.
 
     ``synchronized``: batch-norm statistics over the global batch (all replicas) or per replica.
-    Used by: 05_tpu_distribute (also under Keras on JAX), 07_scale_out_profile (through
+    Used by: 05_data_parallel, 08_tpu_keras_jax (under Keras on JAX), 07_scale_out_profile (through
     helpers.scaling, helpers.profiling and helpers.multiworker)."""
     import keras
     from keras import layers

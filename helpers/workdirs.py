@@ -11,7 +11,7 @@ checks in the validation cell, so a bad folder stops the notebook before any wor
 
 Every default work folder lives under one root, :data:`ROOT` (``course_runs/``, ignored by
 git), so running a notebook in place leaves ``git status`` clean.
-Used by: 03_tfdata_pipelines, 04_dcgan, 05_tpu_distribute, 07_scale_out_profile.
+Used by: 03_tfdata_pipelines, 04_dcgan, 05_data_parallel, 07_scale_out_profile.
 """
 
 from __future__ import annotations

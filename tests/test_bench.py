@@ -77,3 +77,16 @@ def test_keras_jax_vs_tf_fit_record(tf):
     assert rec["value"] > 0 and rec["baseline_value"] > 0
     assert rec["ratio"] == pytest.approx(rec["value"] / rec["baseline_value"])
     assert "one device per engine" in rec["device"] and "Keras on TensorFlow" in rec["baseline"]
+
+
+def test_dcgan_step_records_on_each_engine(tf):
+    records = bench.bench_dcgan_engines(batch_size=32, repeats=2)
+    names = [r["name"] for r in records]
+    expected = ["dcgan_step_keras_jax_vs_tf"]
+    if bench.tpu_python() is not None:  # the TPU stack is there: torch_xla's record too
+        expected.append("dcgan_step_pytorch_xla_vs_tf")
+    assert names == expected
+    for rec in records:
+        assert rec["unit"] == "images/s" and rec["value"] > 0 and rec["baseline_value"] > 0
+        assert rec["ratio"] == pytest.approx(rec["value"] / rec["baseline_value"])
+        assert "TensorFlow" in rec["baseline"] and "batch 32, float32" in rec["metric"]

@@ -103,3 +103,48 @@ def test_available_kinds_and_tpu_name():
     assert devices.available_kinds([], TPUStatus(False)).keys() == {"cpu"}
     assert devices.tpu_name({"TPU_ACCELERATOR_TYPE": "v3-8"}) == "TPU v3"
     assert devices.tpu_name({}) == "TPU (generation unknown)"
+
+
+def _installed(**versions):
+    """A stand-in for ``helpers.devices._version``: the first of the names that is "installed"."""
+    def version(*names):
+        for name in names:
+            if name in versions:
+                return f"{name} {versions[name]}"
+        return None
+    return version
+
+
+def test_engines_on_colabs_tpu_runtime_name_08_and_09_and_no_tensorflow():
+    colab_tpu = _installed(jax="0.7.2", keras="3.13.2", libtpu="0.0.21",
+                           **{"torch_xla": "2.9.0"})
+    rows = {row[0]: row for row in devices.engines_here(colab_tpu, hardware=True, gpus=0)}
+    assert rows["TensorFlow"][1:] == ["not installed", "", ""]
+    assert rows["Keras 3 on JAX"][2] == "TPU: yes" and rows["Keras 3 on JAX"][3] == "08"
+    assert rows["PyTorch/XLA"][2] == "TPU: yes" and rows["PyTorch/XLA"][3] == "09"
+
+
+def test_engines_on_kaggles_tpu_runtime_say_its_tensorflow_cannot_use_the_tpu():
+    kaggle_tpu = _installed(**{"tensorflow-cpu": "2.20.0", "jax": "0.7.2", "keras": "3.13.2",
+                               "libtpu": "0.0.21", "torch_xla": "2.9.0"})
+    rows = {row[0]: row for row in devices.engines_here(kaggle_tpu, hardware=True, gpus=0)}
+    assert rows["TensorFlow"][2].startswith("TPU: no: no tensorflow-tpu here")
+    assert rows["Keras 3 on JAX"][2] == "TPU: yes"
+
+
+def test_engines_on_a_gpu_runtime_and_on_a_cpu():
+    colab_gpu = _installed(tensorflow="2.20.0", jax="0.7.2", keras="3.13.2",
+                           **{"jax-cuda12-plugin": "0.7.2"})
+    rows = {row[0]: row for row in devices.engines_here(colab_gpu, hardware=False, gpus=1)}
+    assert rows["TensorFlow"][2].startswith("GPU: yes") and rows["TensorFlow"][3] == "01-07"
+    assert rows["Keras 3 on JAX"][2] == "GPU: yes"
+    assert rows["PyTorch/XLA"][1] == "not installed"
+    laptop = _installed(**{"tensorflow-cpu": "2.21.0"})
+    rows = {row[0]: row for row in devices.engines_here(laptop, hardware=False, gpus=0)}
+    assert rows["TensorFlow"][2] == "no accelerator here: the CPU"
+
+
+def test_the_verdict_on_a_tpu_only_jax_can_drive_names_08_and_09():
+    tpu = devices.TPUStatus(hardware=True, message="TensorFlow is not installed")
+    verdict = devices.verdict([], tpu, "colab", jax_tpu=True)
+    assert "Notebook 08" in verdict.advice and "notebook 09" in verdict.advice

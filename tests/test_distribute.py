@@ -30,7 +30,8 @@ EIGHT_REPLICAS = textwrap.dedent("""
     from helpers.strategy import split_cpu
     from helpers import data, distribute, gan, gan_models
     tf = import_tensorflow()
-    from helpers.lessons.dcgan import make_optimizer, make_train_step  # notebook 04's step
+    import keras
+    from helpers.lessons.dcgan import make_train_step  # notebook 04's step
     split_cpu(8)
     images = data.load("digits", verbose=False)
     x, y = images.x_train[:64], images.y_train[:64]
@@ -43,7 +44,10 @@ EIGHT_REPLICAS = textwrap.dedent("""
             with strategy.scope():
                 nets = gan_models.build_pair("tutorial", (28, 28, 1), synchronized=synced,
                                              dropout=0.0)
-                opts = [make_optimizer("float32") for _ in nets]
+                # SGD: its update is proportional to the gradient, so a loss averaged over the
+                # replica's batch instead of the global one (8 times the gradient) would show;
+                # Adam's first step moves every weight by about its learning rate and hides it
+                opts = [keras.optimizers.SGD(0.05) for _ in nets]
                 for opt, net in zip(opts, nets):
                     opt.build(net.trainable_variables)
                 rng = tf.random.Generator.from_seed(0)

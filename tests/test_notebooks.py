@@ -29,8 +29,10 @@ PASSES = int(os.environ.get("COURSE_TEST_PASSES", "2"))
 # ($COURSE_TEST_SOLUTIONS=1, tools/exercises.py): every check must then say "right"; the pinned
 # stack runs the notebooks as learners get them, where every check must say "not yet".
 SOLUTIONS = os.environ.get("COURSE_TEST_SOLUTIONS") == "1"
-# The slowest first (docs/measured_times.json), so that the two workers finish together.
-NOTEBOOKS = course.heaviest_first(course.notebook_paths())
+# The notebooks this stack runs ($COURSE_STACK: pinned, compat or tpu; see tools.course.STACKS),
+# the slowest first (docs/measured_times.json), so that the two workers finish together.
+STACK = os.environ.get("COURSE_STACK", "pinned")
+NOTEBOOKS = course.heaviest_first(course.stack_notebooks(STACK))
 PROFILES = course.profiles()
 INVALID = {
     path: [
@@ -78,10 +80,46 @@ def test_notebook_runs_with_test_parameters(path):
     assert result.device != "not stated", "the notebook must say which device ran it"
     if path.stem == "04_dcgan":  # which batch norm and dropout ran (helpers.layers.describe)
         assert "Our step's batch norm: " in result.executed.read_text()
+    if path.stem in course.TPU_NOTEBOOKS:
+        check_tpu_notebook(path.stem, result.executed)
     if path.stem == "01_runtime_check":  # the child really lost its GPUs, whatever this has
         assert 'a child process with CUDA_VISIBLE_DEVICES=\\"\\": 0 GPU(s)' in (
             result.executed.read_text()
         )
+
+
+def table_row(executed, first: str) -> list[float]:
+    """The numbers of the row of a printed table that starts with ``first``."""
+    for cell in json.loads(executed.read_text())["cells"]:
+        for output in cell.get("outputs", []):
+            text = "".join(output.get("data", {}).get("text/plain", ""))
+            for line in text.splitlines():
+                if line.startswith(first):
+                    return [float(v) for v in re.findall(r"\d\.\d\de[-+]\d\d", line)]
+    raise AssertionError(f"no row starting {first!r} in {executed}")
+
+
+# How close 1 device and 8 must be (the notebooks' own 1-versus-8 tables): the losses to
+# float32 rounding; the updates relative to the 1-device update, Adam's first step amplifying
+# rounding where a gradient is near zero (notebook 08 explains it).
+TOLERANCES = {
+    "08_tpu_keras_jax": {"classifier": (1e-4, 1e-3), "DCGAN step": (1e-5, 2e-2)},
+    "09_tpu_pytorch_xla": {"split between 8 devices": (1e-5, 1e-4)},
+}
+
+
+def check_tpu_notebook(stem, executed):
+    """A TPU notebook ran on 8 simulated devices, in a kernel without TensorFlow where this is
+    the TPU stack, and its 1-versus-8 table is within :data:`TOLERANCES`."""
+    import importlib.util
+
+    text = executed.read_text()
+    assert "8 simulated CPU device(s)" in text, "the TPU notebooks run on 8 simulated devices"
+    if STACK == "tpu":  # the kernel is this interpreter: `import tensorflow` must fail there
+        assert importlib.util.find_spec("tensorflow") is None
+    for row, (loss, update) in TOLERANCES[stem].items():
+        numbers = table_row(executed, row)
+        assert numbers[0] < loss and numbers[-1] < update, f"{row}: {numbers}"
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-from tools.course import BUILD, NOTEBOOKS
+from tools.course import BUILD, NOTEBOOKS, ROOT
 
 CPU_SIZES = (256, 512, 1024, 2048)
 ACCELERATOR_SIZES = (256, 512, 1024, 2048, 4096, 8192)
@@ -236,51 +236,159 @@ def bench_scaling(
     return records
 
 
+#: Keras on JAX in a fresh process (the backend is read once, at Keras's first import), on one
+#: CPU device: notebook 05's classifier under ``fit``, compiled as notebook 08 compiles it.
+JAX_FIT = """
+import json, os, sys, time
+os.environ.update(KERAS_BACKEND="jax", JAX_PLATFORMS="cpu")
+import numpy as np, keras
+from helpers import data, models
+from helpers.throughput import epoch_timer
+images, global_batch, epochs, spe = map(int, sys.argv[1:5])
+source = data.load("mnist", verbose=False)
+x, y, _ = data.repeat_to(source.x_train, source.y_train, images)
+keras.utils.set_random_seed(0)
+model = models.replica_classifier(x.shape[1:], synchronized=False)
+model.compile(optimizer=keras.optimizers.Adam(1e-3), steps_per_execution=spe,
+              loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+timer = epoch_timer()
+model.fit(x, y, batch_size=global_batch, epochs=epochs, callbacks=[timer], verbose=0)
+n = len(x) // global_batch * global_batch
+print(json.dumps({"images_per_s": n / float(np.median(timer.seconds[1:]))}))
+"""
+
+#: Notebook 08's DCGAN step (helpers.lessons.tpu_keras_jax, its #@save cells) on one CPU device.
+JAX_DCGAN = """
+import json, os, sys, time
+os.environ.update(KERAS_BACKEND="jax", JAX_PLATFORMS="cpu")
+import jax, keras, numpy as np
+from helpers.lessons.tpu_keras_jax import build_gan
+batch, repeats = map(int, sys.argv[1:3])
+step, state = build_gan(jax.devices()[:1], dropout=0.3)  # notebook 04's discriminator dropout
+rng = np.random.default_rng(0)
+real = rng.uniform(-1, 1, (batch, 28, 28, 1)).astype("float32")
+seconds = []
+for i in range(repeats + 2):  # two warm-up steps: the first compiles
+    noise = rng.standard_normal((batch, 100), dtype="float32")
+    began = time.perf_counter()
+    state, (disc, gen) = step(state, real, noise)
+    float(disc)  # waits for the step
+    seconds.append(time.perf_counter() - began)
+print(json.dumps({"images_per_s": batch / float(np.median(seconds[2:])),
+                  "engine": f"Keras {keras.__version__} on JAX {jax.__version__}"}))
+"""
+
+#: Notebook 09's DCGAN step (helpers.lessons.tpu_pytorch_xla) on one XLA CPU device, in the TPU
+#: stack's interpreter (.venv-tpu), float32 as the others.
+XLA_DCGAN = """
+import json, os, sys, time
+os.environ.update(PJRT_DEVICE="CPU", CPU_NUM_DEVICES="1")
+import numpy as np, torch, torch_xla
+import torch_xla.core.xla_model as xm
+from helpers.lessons.tpu_pytorch_xla import make_discriminator, make_generator, train_step
+batch, repeats = map(int, sys.argv[1:3])
+device = torch_xla.device()
+torch.manual_seed(0)
+generator, discriminator = make_generator().to(device), make_discriminator().to(device)
+g_opt, d_opt = (torch.optim.Adam(m.parameters(), 2e-4, betas=(0.5, 0.999))
+                for m in (generator, discriminator))
+real = (torch.rand(batch, 1, 28, 28) * 2 - 1).to(device)
+seconds = []
+for i in range(repeats + 3):  # 3 warm-up steps: compiled, then again with Adam's state
+    began = time.perf_counter()
+    noise = torch.randn(batch, 100, device=device)
+    train_step(generator, discriminator, g_opt, d_opt, real, noise, bfloat16=False)
+    torch_xla.sync()
+    xm.wait_device_ops()
+    seconds.append(time.perf_counter() - began)
+print(json.dumps({"images_per_s": batch / float(np.median(seconds[3:])),
+                  "engine": f"torch {torch.__version__}, torch_xla {torch_xla.__version__}"}))
+"""
+
+
+def _child(code: str, args, python: str = sys.executable, timeout: int = 1200) -> dict:
+    """Run ``code`` in a fresh interpreter; its last line of output, as JSON."""
+    import subprocess
+
+    done = subprocess.run([python, "-c", code, *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, check=False)
+    if done.returncode:
+        raise RuntimeError(f"a benchmark child failed:\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def tpu_python() -> Path | None:
+    """The TPU stack's interpreter (`make venv-tpu`), where torch_xla is installed."""
+    python = ROOT / ".venv-tpu" / "bin" / "python"
+    return python if python.exists() else None
+
+
 def bench_keras_jax(
     images: int = 8192, global_batch: int = 256, epochs: int = 3, steps_per_execution: int = 8
 ) -> list:
     """``keras_jax_vs_tf_fit``: images/s of notebook 05's classifier under ``fit``, Keras on
-    JAX (notebook 05's own ``fit_on_jax``, run in a child process) against Keras on TF (this
-    process), on the same device: the CPU, one device per engine, float32, same run."""
+    JAX (a child process) against Keras on TF (this process), on the same device: the CPU, one
+    device per engine, float32, same run."""
     import os
 
-    import numpy as np
     import tensorflow as tf
 
     from helpers import data, distribute
-    from helpers.jaxproc import JaxProcess, functions_in_notebook
-    from tools.course import NOTEBOOKS
 
     source = data.load("mnist", verbose=False)
     x, y, _ = data.repeat_to(source.x_train, source.y_train, images)
     tf_run = distribute.fit_classifier(
         tf.distribute.OneDeviceStrategy("/cpu:0"), x, y, global_batch, epochs, steps_per_execution
     )
-    process = JaxProcess(key="bench")
-    try:
-        remote = {
-            name: process.define(name, code)
-            for name, code in functions_in_notebook(NOTEBOOKS / "05_tpu_distribute.ipynb").items()
-        }
-        remote["start_keras_on_jax"](1)  # the whole CPU as one JAX device
-        jax_run = remote["fit_on_jax"](
-            images, 1, global_batch, epochs, steps_per_execution, "float32", (x, y)
-        )
-    finally:
-        process.close()
-    jax_speed = jax_run["images"] / float(np.median(jax_run["seconds"][1:]))
+    jax_run = _child(JAX_FIT, (images, global_batch, epochs, steps_per_execution))
     return [
         record(
             "keras_jax_vs_tf_fit",
             f"CPU ({os.cpu_count()} cores), one device per engine",
             f"Keras on JAX fit images/s (notebook 05 classifier, batch {global_batch}, "
             f"float32, steps_per_execution={steps_per_execution})",
-            jax_speed,
+            jax_run["images_per_s"],
             "images/s",
             "Keras on TensorFlow, same model, data and settings, same run",
             tf_run["images_per_s"],
         )
     ]
+
+
+def bench_dcgan_engines(batch_size: int = 256, repeats: int = 10) -> list:
+    """``dcgan_step_keras_jax_vs_tf`` and ``dcgan_step_pytorch_xla_vs_tf``: notebook 04's DCGAN
+    step (the tutorial's networks, Adam(2e-4, 0.5), batch 256, float32) in images/s on each
+    engine, one CPU device each, in one run: TensorFlow's (04's step, no XLA, the baseline),
+    Keras on JAX's (08's) and PyTorch/XLA's (09's, in the TPU stack's interpreter)."""
+    import os
+
+    import tensorflow as tf
+
+    from helpers.lessons import dcgan
+    from helpers.logs import native_noise_filtered
+    from helpers.timing import measure
+
+    device = f"CPU ({os.cpu_count()} cores), one device per engine"
+    with native_noise_filtered(), tf.device("/CPU:0"):
+        step = dcgan.our_step(batch_size, "float32", jit_compile=False, fused_bn=True,
+                              fast_dropout=True)
+        images = tf.random.uniform((batch_size, 28, 28, 1), -1.0, 1.0)
+        tf_rate = measure(lambda: step(images), repeats=repeats, work=batch_size).rate
+    baseline = f"TensorFlow {tf.__version__}: notebook 04's step, same batch, same run"
+    metric = "DCGAN step images/s (notebook 04's networks, batch {}, float32) on {}"
+    jax_run = _child(JAX_DCGAN, (batch_size, repeats))
+    records = [record("dcgan_step_keras_jax_vs_tf", device,
+                      metric.format(batch_size, jax_run["engine"]), jax_run["images_per_s"],
+                      "images/s", baseline, tf_rate)]
+    python = tpu_python()
+    if python is None:
+        print("dcgan_step_pytorch_xla_vs_tf: skipped, no .venv-tpu (make venv-tpu)")
+        return records
+    xla_run = _child(XLA_DCGAN, (batch_size, repeats), python=str(python))
+    records.append(record("dcgan_step_pytorch_xla_vs_tf", device,
+                          metric.format(batch_size, xla_run["engine"]), xla_run["images_per_s"],
+                          "images/s", baseline, tf_rate))
+    return records
 
 
 #: name -> function returning records. Later notebooks add their benchmarks here.
@@ -290,6 +398,7 @@ BENCHMARKS = {
     "dcgan": bench_dcgan,
     "scaling": bench_scaling,
     "keras_jax": bench_keras_jax,
+    "dcgan_engines": bench_dcgan_engines,
 }
 
 
@@ -299,6 +408,7 @@ LIGHT = {
     "matmul": {"cpu_sizes": (256, 512, 1024), "accelerator_sizes": (1024, 4096), "repeats": 5},
     "tfdata": {"latency_scale": 0.3, "epochs": 3, "images": 2048, "steps": 16},
     "dcgan": {"repeats": 5},
+    "dcgan_engines": {"repeats": 5},
     "scaling": {"images": 4096, "epochs": 3, "worker_steps": 60},
 }
 

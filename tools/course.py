@@ -14,7 +14,14 @@ ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 PROFILES_FILE = NOTEBOOKS / "profiles.toml"
 BUILD = ROOT / "build"
-COLAB_BADGE_IMAGE = "https://colab.research.google.com/assets/colab-badge.svg"
+
+#: The notebooks that run without TensorFlow, on the engines the free TPU runtimes ship, and the
+#: modules each needs. `make test` and `make run` execute them in the TPU stack's kernel
+#: (.venv-tpu, requirements-tpu.txt: Colab's TPU image, JAX, Keras and torch_xla, no
+#: TensorFlow); every other notebook runs in the pinned stack's (.venv).
+TPU_NOTEBOOKS = {"08_tpu_keras_jax": ("jax", "keras"), "09_tpu_pytorch_xla": ("torch_xla",)}
+#: The kernel the TPU stack registers in .venv (`make venv-tpu`), for `make run`.
+TPU_KERNEL = "course-tpu"
 
 
 def settings(pyproject: Path = ROOT / "pyproject.toml") -> dict:
@@ -52,7 +59,7 @@ def course_helpers():  # does `import helpers` give this course's package, not a
     importlib.invalidate_caches()
     spec = importlib.util.find_spec("helpers")
     return spec and spec.origin and "fast-tf-course-helpers" in open(spec.origin).read()
-if not course_helpers():  # Colab, Kaggle: install it (TensorFlow stays the runtime's own)
+if not course_helpers():  # Colab, Kaggle: install it (the runtime's own engines stay as they are)
     pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", URL], capture_output=True)
     if not course_helpers():  # say why in one line, and stop "Run all" here
         from IPython.core.error import UsageError
@@ -70,6 +77,58 @@ def install_cell(repository: str, branch: str) -> str:
 def notebook_paths(folder: Path = NOTEBOOKS) -> list[Path]:
     """The course's notebooks, in order (``NN_name.ipynb``)."""
     return sorted(p for p in folder.glob("[0-9][0-9]_*.ipynb"))
+
+
+def needs(stem: str) -> tuple[str, ...]:
+    """The modules a notebook's kernel must import: its engine's."""
+    return TPU_NOTEBOOKS.get(stem, ("tensorflow",))
+
+
+def runs_here(stem: str) -> bool:
+    """Whether this interpreter has what the notebook ``stem`` needs (nothing is imported)."""
+    import importlib.util
+
+    return all(importlib.util.find_spec(name) is not None for name in needs(stem))
+
+
+def kernel_for(stem: str) -> str | None:
+    """The kernel that runs notebook ``stem``: for a TPU notebook, the TPU stack's
+    (:data:`TPU_KERNEL`, where TensorFlow is not installed) when this interpreter has
+    TensorFlow and that kernel is registered; else this interpreter's ("python3") where it has
+    the notebook's engine; None where nothing here can run it."""
+    import importlib.util
+
+    if stem in TPU_NOTEBOOKS and (importlib.util.find_spec("tensorflow") is not None
+                                  or not runs_here(stem)) and _registered(TPU_KERNEL):
+        return TPU_KERNEL
+    return "python3" if runs_here(stem) else None
+
+
+def _registered(kernel: str) -> bool:
+    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+
+    try:
+        KernelSpecManager().get_kernel_spec(kernel)
+    except NoSuchKernel:
+        return False
+    return True
+
+
+#: The notebooks each stack's test stages execute: the TensorFlow ones on the pinned stack, the
+#: TPU ones on the TPU stack (where TensorFlow is not installed), and on the compat stack (Colab's
+#: GPU image) the TensorFlow ones and the Keras-on-JAX one, which Colab's GPU image runs too.
+STACKS = {
+    "pinned": lambda stem: stem not in TPU_NOTEBOOKS,
+    "compat": lambda stem: stem not in TPU_NOTEBOOKS or stem == "08_tpu_keras_jax",
+    "tpu": lambda stem: stem in TPU_NOTEBOOKS,
+}
+
+
+def stack_notebooks(stack: str, folder: Path = NOTEBOOKS) -> list[Path]:
+    """The notebooks the ``stack``'s test stages execute (see :data:`STACKS`)."""
+    if stack not in STACKS:
+        raise SystemExit(f"COURSE_STACK={stack!r} is unknown: use one of {', '.join(STACKS)}")
+    return [p for p in notebook_paths(folder) if STACKS[stack](p.stem)]
 
 
 def profiles(path: Path = PROFILES_FILE) -> dict:

@@ -42,9 +42,13 @@ RUNTIMES = {
     "02": "a GPU (Colab's T4), to compare with the CPU",
     "03": "any; a GPU for the utilisation section",
     "04": "a GPU (Colab's T4 or better)",
-    "05": "a TPU (Kaggle's v5e-8, Colab's v5e-1); 8 simulated devices elsewhere",
+    "05": "several GPUs (Kaggle's T4 x2); 8 logical CPU devices elsewhere",
     "06": "a GPU (its memory is the lesson); a memory budget stands in on a CPU",
     "07": "several GPUs to scale; simulated replicas and local workers elsewhere",
+    "08": "a TPU (Colab's v5e-1, Kaggle's v5e-8), no TensorFlow needed; 8 simulated devices "
+          "elsewhere",
+    "09": "a TPU (Colab's v5e-1, Kaggle's v5e-8), no TensorFlow needed; 8 simulated devices "
+          "elsewhere",
 }
 
 

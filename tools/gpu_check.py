@@ -393,9 +393,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  environment: {stage.status} in {stage.seconds:.0f} s", flush=True)
     full = args.full or mode == "gpu"
     if stage.status == "passed":
-        from tools.course import notebook_paths
+        from tools.course import stack_notebooks
 
-        names = [p.stem for p in notebook_paths()] if full else CPU_NOTEBOOKS
+        # the TensorFlow notebooks: 08 and 09 are TPU lessons, run by `make test` on the TPU stack
+        names = [p.stem for p in stack_notebooks("pinned")] if full else CPU_NOTEBOOKS
         steps = [
             ("probe", lambda: run_probe(python, out, check)),
             ("unit tests", lambda: run_unit_tests(python, out, check, full, jobs, budget)),

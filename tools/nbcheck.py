@@ -24,7 +24,14 @@ import re
 import sys
 from pathlib import Path
 
-from tools.course import colab_url, install_cell, notebook_paths, profiles, settings
+from tools.course import (
+    TPU_NOTEBOOKS,
+    colab_url,
+    install_cell,
+    notebook_paths,
+    profiles,
+    settings,
+)
 from tools.nbclean import VALIDATION_METADATA, VALIDATION_TITLE, clean, dumps
 
 NAME_RE = re.compile(r"^\d\d_[a-z0-9]+(_[a-z0-9]+)*\.ipynb$")
@@ -68,8 +75,14 @@ def check_notebook(path: Path, text: str, conf: dict, known_profiles: dict) -> l
     if not any(url in source(c) and "colab-badge" in source(c) for c in cells[:3]):
         problems.append(f"an 'Open in Colab' badge linking to {url} must be in the first cells")
     codes = [c for c in cells if c["cell_type"] == "code"]
-    if not codes or source(codes[0]) != install_cell(conf["repository"], conf["branch"]):
-        problems.append("the first code cell must be the install cell of tools/course.py")
+    install = install_cell(conf["repository"], conf["branch"])
+    if path.stem in TPU_NOTEBOOKS and codes and _chooses_engine(source(codes[0])):
+        codes_after = codes[1:]  # the engine is chosen first, before anything imports it
+    else:
+        codes_after = codes
+    if not codes_after or source(codes_after[0]) != install:
+        problems.append("the first code cell must be the install cell of tools/course.py (in "
+                        "a TPU notebook, the cell right after the one that chooses the engine)")
     heads = headings(cells)
     for wanted in ("## Setup", "## Exercises", "## Further reading", "## Summary", "## Next steps"):
         if wanted not in heads:
@@ -92,6 +105,19 @@ def check_notebook(path: Path, text: str, conf: dict, known_profiles: dict) -> l
     if dumps(clean(nb, name, conf["repository"], conf["branch"])) != text:
         problems.append("not stored clean (outputs, metadata or URLs): run `make clean-notebooks`")
     return problems
+
+
+def _chooses_engine(code: str) -> bool:
+    """A TPU notebook's first cell: it sets environment variables that an engine reads once
+    (KERAS_BACKEND, XLA_FLAGS, PJRT_DEVICE...) and imports nothing but ``os`` and ``glob``."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return False
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+                for alias in node.names}
+    froms = [node for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
+    return "os.environ[" in code and not froms and imported <= {"os", "glob"}
 
 
 def _check_intro(cells, name) -> list[str]:

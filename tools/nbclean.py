@@ -57,7 +57,7 @@ def clean(nb: dict, name: str, repository: str, branch: str) -> dict:
         source = "".join(cell.get("source", ""))
         source = COLAB_URL_RE.sub(badge, source)
         source = INSTALL_URL_RE.sub(install, source)
-        if codes and cell is codes[0] and INSTALL_URL_RE.search(source):
+        if cell in codes[:2] and INSTALL_URL_RE.search(source):  # 2nd after an engine cell
             source = install_cell(repository, branch)  # as tools.course writes it
         if cell is validation:
             source = with_title(source)

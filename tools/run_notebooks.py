@@ -19,7 +19,7 @@ from pathlib import Path
 
 from helpers.devices import DEVICE_MIME  # the record helpers.devices.announce leaves
 from helpers.exercises import verdicts_in  # the records the exercises' checks leave
-from tools.course import BUILD, notebook_paths, parameters_for
+from tools.course import BUILD, TPU_KERNEL, kernel_for, notebook_paths, parameters_for
 
 
 @dataclass
@@ -122,13 +122,20 @@ def execute(
     executed.parent.mkdir(parents=True, exist_ok=True)
     workdir.mkdir(parents=True, exist_ok=True)
     source = write_solutions(build / "solved", [path])[0] if solutions else path
+    kernel = kernel_for(path.stem)
+    if kernel is None:  # neither this interpreter nor a registered kernel has its engine
+        missing = (f"no kernel here has what {path.name} needs: run `make venv-tpu`, which "
+                   f"registers the {TPU_KERNEL!r} kernel")
+        nbformat.write(nbformat.read(source, as_version=4), executed)
+        return RunResult(path.stem, "failed", 0.0, "not run", executed, missing, None, passes,
+                         None, {}, solutions)
     start = time.perf_counter()
     try:
         papermill.execute_notebook(
             str(source),
             str(executed),
             parameters=parameters,
-            kernel_name="python3",
+            kernel_name=kernel,
             cwd=str(workdir),
             progress_bar=False,
             execution_timeout=timeout,
@@ -181,7 +188,8 @@ def validate_in_one_kernel(
     defaults, validation = cells[tagged].source, cells[tagged + 1].source
     cwd.mkdir(parents=True, exist_ok=True)
     manager, client = start_new_kernel(
-        kernel_name="python3", cwd=str(cwd), extra_arguments=["--IPKernelApp.log_level=ERROR"]
+        kernel_name=kernel_for(path.stem) or "python3", cwd=str(cwd),
+        extra_arguments=["--IPKernelApp.log_level=ERROR"],
     )
 
     def run(code: str) -> dict | None:
