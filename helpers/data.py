@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import socket
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -129,13 +130,31 @@ def load(
     return data
 
 
-def _try_keras(name: str) -> tuple[ImageData | None, str]:
-    import keras
+#: The file ``keras.datasets.mnist`` downloads, and its SHA-256, for loading MNIST where Keras is
+#: not in use (notebook 09 runs PyTorch/XLA, and importing Keras there would start TensorFlow,
+#: or fail where it is missing).
+MNIST_URL = "https://storage.googleapis.com/tensorflow/tf-keras-datasets/mnist.npz"
+MNIST_SHA256 = "731c5ac602752760c8e48fbffcf8c3b850d9dc2a2aedcf2cc48468fc17b673d1"
 
+
+def _try_keras(name: str) -> tuple[ImageData | None, str]:
+    """The real data set, through ``keras.datasets`` where the notebook already imported Keras
+    (on its own backend); else, for MNIST, the same file downloaded without Keras. Never imports
+    an engine itself."""
+    import sys
+
+    keras = sys.modules.get("keras")
+    if keras is None and name != "mnist":
+        return None, f"{name} loads through keras.datasets, and this notebook does not use Keras"
     previous = socket.getdefaulttimeout()
     socket.setdefaulttimeout(20)  # a blocked network fails in seconds, not minutes
     try:
-        (x_train, y_train), (x_test, y_test) = getattr(keras.datasets, name).load_data()
+        if keras is None:
+            (x_train, y_train), (x_test, y_test) = _mnist_without_keras()
+            source = f"{MNIST_URL} (the file keras.datasets.mnist reads)"
+        else:
+            (x_train, y_train), (x_test, y_test) = getattr(keras.datasets, name).load_data()
+            source = f"keras.datasets.{name}"
     except Exception as error:  # no network, a cut download, a corrupt cache file
         return None, f"{type(error).__name__}: {str(error)[:160]}"
     finally:
@@ -150,10 +169,31 @@ def _try_keras(name: str) -> tuple[ImageData | None, str]:
             x_test=x_test,
             y_test=y_test.reshape(-1).astype("int64"),
             class_names=list(REAL[name]["classes"]),
-            source=f"keras.datasets.{name}",
+            source=source,
         ),
         "",
     )
+
+
+def _mnist_without_keras(folder: Path | None = None):
+    """MNIST's arrays from ``mnist.npz``, downloaded once into Keras's own cache folder
+    (``~/.keras/datasets``), checked against its SHA-256, written whole or not at all."""
+    import hashlib
+    import urllib.request
+
+    folder = folder or Path.home() / ".keras" / "datasets"
+    path = folder / "mnist.npz"
+    if not path.exists() or hashlib.sha256(path.read_bytes()).hexdigest() != MNIST_SHA256:
+        folder.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(".npz.partial")
+        with urllib.request.urlopen(MNIST_URL, timeout=20) as response:
+            partial.write_bytes(response.read())
+        if hashlib.sha256(partial.read_bytes()).hexdigest() != MNIST_SHA256:
+            partial.unlink()
+            raise ValueError(f"{MNIST_URL} did not match its SHA-256")
+        os.replace(partial, path)
+    with np.load(path, allow_pickle=False) as f:
+        return (f["x_train"], f["y_train"]), (f["x_test"], f["y_test"])
 
 
 def _fallback(shape, seed: int, replacing: str) -> ImageData:

@@ -24,6 +24,19 @@ CANNOT_SWITCH = (
 )
 
 
+#: The restart advice when an engine read its settings before the notebook could set them.
+ENGINE_TOO_LATE = (
+    "{what} reads {setting} once, at its first import, and this kernel already imported it. "
+    "Restart the kernel (Colab: Runtime > Restart session) and run the notebook from its first "
+    "cell."
+)
+
+
+def engine_too_late(what: str, setting: str, in_force: str) -> str:
+    """The message of :class:`EngineError`: ``in_force`` and what to do."""
+    return f"{in_force}: " + ENGINE_TOO_LATE.format(what=what, setting=setting)
+
+
 def too_late(asked: str, in_force: str, hint: str = "") -> str:
     """The "too late" message: what was asked for, what is in force instead, what to do.
 

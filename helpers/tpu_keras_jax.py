@@ -13,7 +13,7 @@ import os
 import sys
 
 from helpers.distribute import batch_rule, largest_difference
-from helpers.errors import EngineError
+from helpers.errors import EngineError, engine_too_late
 from helpers.params import ParameterError
 
 __all__ = ["batch_rule", "comparison_rows", "describe", "enough_images", "require_jax_backend"]
@@ -27,11 +27,9 @@ def require_jax_backend() -> None:
     keras = sys.modules.get("keras")
     backend = keras.backend.backend() if keras else os.environ.get("KERAS_BACKEND", "")
     if backend != "jax":
-        raise EngineError(
-            f"Keras runs on {backend or 'its default backend'} in this kernel, not on JAX: "
-            "Keras reads KERAS_BACKEND once, at its first import. Restart the kernel (Colab: "
-            "Runtime > Restart session) and run the notebook from its first cell."
-        )
+        raise EngineError(engine_too_late(
+            "Keras", "KERAS_BACKEND",
+            f"Keras runs on {backend or 'its default backend'} in this kernel, not on JAX"))
 
 
 def enough_images(global_batch: int):

@@ -21,7 +21,7 @@ from helpers.tpu_keras_jax import enough_images
 
 __all__ = [
     "batch_rule", "checkpoints", "comparison_rows", "describe", "enough_images", "keep_newest",
-    "load", "old_and_new", "same_settings", "weights",
+    "old_and_new", "same_settings", "weights",
 ]
 
 CHECKPOINT = re.compile(r"^step-(\d{7})\.pt$")
@@ -59,18 +59,6 @@ def keep_newest(run: Path, keep: int = 3) -> list[Path]:
     for path in old:
         path.unlink()
     return old
-
-
-def load(path: Path):
-    """The checkpoint at ``path`` on the CPU, or None (with a warning) if it cannot be read."""
-    import torch
-
-    try:
-        return torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as error:  # a truncated or damaged file: say so, try the one before
-        print(f"WARNING: {path.name} could not be read ({type(error).__name__}); "
-              "trying the one before.")
-        return None
 
 
 def same_settings(saved: dict, now: dict, path: Path) -> None:

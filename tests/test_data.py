@@ -74,3 +74,59 @@ def test_repeat_to_for_timing():
     assert len(x2) == 12 and list(y2[:7]) == [0, 1, 2, 3, 4, 0, 1] and "repeated 5" in note
     x3, _, note = data.repeat_to(x, y, 3)
     assert len(x3) == 3 and note == ""
+
+
+def _fake_npz():
+    import io
+
+    x = np.zeros((6, 28, 28), "uint8")
+    y = np.arange(6, dtype="uint8") % 10
+    buffer = io.BytesIO()
+    np.savez(buffer, x_train=x, y_train=y, x_test=x[:2], y_test=y[:2])
+    return buffer.getvalue()
+
+
+def test_mnist_without_keras_downloads_keras_file_once_checked(monkeypatch, tmp_path):
+    """Notebook 09 uses no Keras: MNIST comes from the file keras.datasets reads, downloaded
+    once into the same cache, checked against its SHA-256, never left half-written."""
+    import hashlib
+    import sys
+    import urllib.request
+
+    payload, calls = _fake_npz(), []
+
+    class Response:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def read(self):
+            return payload
+
+    def urlopen(url, timeout):
+        calls.append(url)
+        return Response()
+
+    monkeypatch.setitem(sys.modules, "keras", None)  # this notebook never imported Keras
+    monkeypatch.setattr(urllib.request, "urlopen", urlopen)
+    monkeypatch.setattr(data.Path, "home", lambda: tmp_path)
+    monkeypatch.setattr(data, "MNIST_SHA256", hashlib.sha256(payload).hexdigest())
+    images = data.load("mnist", offline=False, verbose=False)
+    assert not images.fell_back and images.source.startswith(data.MNIST_URL)
+    assert images.x_train.shape == (6, 28, 28, 1) and calls == [data.MNIST_URL]
+    data.load("mnist", offline=False, verbose=False)
+    assert calls == [data.MNIST_URL], "the cached file is used the second time"
+    monkeypatch.setattr(data, "MNIST_SHA256", "0" * 64)  # the cache and the download disagree
+    bad = data.load("mnist", offline=False, verbose=False)
+    assert bad.fell_back and "did not match its SHA-256" in bad.notes[0]
+    assert sorted(p.name for p in (tmp_path / ".keras" / "datasets").iterdir()) == ["mnist.npz"]
+
+
+def test_other_data_sets_without_keras_fall_back_and_say_why(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "keras", None)
+    images = data.load("fashion_mnist", offline=False, verbose=False)
+    assert images.fell_back and "does not use Keras" in images.notes[0]

@@ -35,6 +35,7 @@ def split_batch(fn, mesh=None) -> str | None:
         batch = torch.arange(int(torch.tensor(shape).prod()), dtype=torch.float32).reshape(shape)
         result = fn(batch.clone(), mesh)
         require(result)
+        result = getattr(result, "global_tensor", result)  # what mark_sharding itself returns
         if not isinstance(result, torch.Tensor) or result.device.type != "xla":
             where = getattr(result, "device", type(result).__name__)
             return f"It returned something on {where}, not a tensor on the XLA device."

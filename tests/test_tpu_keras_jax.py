@@ -1,0 +1,165 @@
+"""Notebook 08's plumbing (helpers.tpu_keras_jax) and its exercise checks, with right and wrong
+answers, on Keras 3 on JAX with 8 host devices.
+
+`make tpu-unit` runs this file alone on the TPU stack, with what the notebook's first cell
+sets (KERAS_BACKEND=jax, 8 host devices); elsewhere (Keras on TensorFlow) it is skipped.
+"""
+
+import os
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+pytestmark = pytest.mark.tpu
+if os.environ.get("KERAS_BACKEND") != "jax":
+    pytest.skip("needs KERAS_BACKEND=jax from the start (make tpu-unit)", allow_module_level=True)
+
+jax = pytest.importorskip("jax")
+keras = pytest.importorskip("keras")
+import numpy as np  # noqa: E402
+
+from helpers import exercises, tpu_keras_jax  # noqa: E402
+from helpers.errors import EngineError  # noqa: E402
+from helpers.params import ParameterError  # noqa: E402
+from tools.exercises import solution_functions  # noqa: E402
+
+SOLUTIONS = solution_functions("08_tpu_keras_jax", jax=jax, keras=keras, np=np)
+
+
+def verdict(exercise, *answer, **named):
+    return exercises.check(exercise, *answer, **named)
+
+
+def test_eight_host_devices_as_the_notebook_makes_them():
+    assert len(jax.devices()) == 8 and jax.default_backend() == "cpu"
+    assert tpu_keras_jax.describe(jax.devices()) == "8 simulated CPU device(s) (no TPU here)"
+    chips = [SimpleNamespace(platform="tpu", device_kind="TPU v5 lite")] * 8
+    assert tpu_keras_jax.describe(chips) == "8 TPU v5 lite device(s) (TPU)"
+
+
+def test_the_backend_check_passes_here_and_names_a_restart_elsewhere(monkeypatch):
+    tpu_keras_jax.require_jax_backend()
+    fake = SimpleNamespace(backend=SimpleNamespace(backend=lambda: "tensorflow"))
+    monkeypatch.setitem(sys.modules, "keras", SimpleNamespace(backend=fake.backend))
+    with pytest.raises(EngineError, match="Keras runs on tensorflow .* Restart the kernel"):
+        tpu_keras_jax.require_jax_backend()
+
+
+def test_at_least_two_global_batches_of_images():
+    rule = tpu_keras_jax.enough_images(64)
+    assert rule("max_images", 128) == 128
+    with pytest.raises(ParameterError, match=r"max_images=100: at least two global batches"):
+        rule("max_images", 100)
+
+
+def test_the_comparison_rows_show_each_model_against_the_reference():
+    same = {"loss": 1.0, "weights": [np.ones(3)], "start": [np.zeros(3)]}
+    off = {"loss": 1.5, "weights": [np.full(3, 2.0)], "start": [np.zeros(3)]}
+    rows = tpu_keras_jax.comparison_rows({"m": {"1": same, "8": off}}, "1")
+    assert rows == [["m", "8", "5.00e-01", "1.00e+00", "1.00e+00"]]
+
+
+# Exercise 08.1: a pure training step. Each wrong answer is a typical mistake.
+def _step(loss_of, keep_stats=True, jit=True):
+    def classifier_step(model, optimizer):
+        def loss_fn(trainable, non_trainable, x, y):
+            logits, new = model.stateless_call(trainable, non_trainable, x, training=True)
+            return loss_of(y, logits), (new if keep_stats else non_trainable)
+
+        def step(state, x, y):
+            trainable, non_trainable, opt_vars = state
+            (loss, non_trainable), grads = jax.value_and_grad(loss_fn, has_aux=True)(
+                trainable, non_trainable, x, y)
+            trainable, opt_vars = optimizer.stateless_apply(opt_vars, grads, trainable)
+            return (trainable, non_trainable, opt_vars), loss
+
+        return jax.jit(step) if jit else step
+    return classifier_step
+
+
+def _mean_ce(y, logits):
+    return keras.ops.mean(keras.losses.sparse_categorical_crossentropy(y, logits,
+                                                                       from_logits=True))
+
+
+RIGHT_08_1 = {
+    "the solution": SOLUTIONS["classifier_step"],
+    "a Loss object, not jitted": _step(
+        lambda y, z: keras.losses.SparseCategoricalCrossentropy(from_logits=True)(y, z),
+        jit=False),
+}
+WRONG_08_1 = {
+    "the sum, not the mean": (_step(lambda y, z: keras.ops.sum(
+        keras.losses.sparse_categorical_crossentropy(y, z, from_logits=True))), "Your loss is"),
+    "probabilities, not logits": (_step(lambda y, z: keras.ops.mean(
+        keras.losses.sparse_categorical_crossentropy(y, z))), "Your loss is"),
+    "batch norm's statistics dropped": (_step(_mean_ce, keep_stats=False),
+                                        "non-trainable values"),
+    "no update at all": (lambda model, optimizer: jax.jit(
+        lambda state, x, y: (state, _mean_ce(y, model.stateless_call(
+            state[0], state[1], x, training=True)[0]))), "trainable weights"),
+}
+
+
+@pytest.mark.parametrize("name", RIGHT_08_1)
+def test_08_1_accepts_right_answers(name):
+    assert verdict("08.1", RIGHT_08_1[name]).passed
+
+
+@pytest.mark.parametrize("name", WRONG_08_1)
+def test_08_1_names_the_mistake(name):
+    answer, said = WRONG_08_1[name]
+    result = verdict("08.1", answer)
+    assert not result.passed and said in result.message, result.message
+
+
+def _stale_optimizer(model, optimizer):
+    step = SOLUTIONS["classifier_step"](model, optimizer)
+
+    def keep_optimizer_state(state, x, y):
+        new, loss = step(state, x, y)
+        return (new[0], new[1], state[2]), loss
+    return keep_optimizer_state
+
+
+WRONG_08_1["the optimizer's state not carried"] = (_stale_optimizer, "optimizer variables")
+
+
+def test_08_1_under_the_notebooks_global_distribution():
+    """Notebook 08 sets a DataParallel over every device before its exercises."""
+    keras.distribution.set_distribution(keras.distribution.DataParallel(devices=jax.devices()))
+    try:
+        assert verdict("08.1", SOLUTIONS["classifier_step"]).passed
+        assert not verdict("08.1", WRONG_08_1["the sum, not the mean"][0]).passed
+    finally:
+        keras.distribution.set_distribution(None)
+
+
+def test_08_1_untouched():
+    result = verdict("08.1", lambda model, optimizer: None)
+    assert not result.passed and "placeholder" in result.message
+
+
+def _distribute_tensor(array, device_list):
+    distribution = keras.distribution.DataParallel(devices=device_list)
+    return keras.distribution.distribute_tensor(array, distribution.get_data_layout(array.shape))
+
+
+@pytest.mark.parametrize("answer", [SOLUTIONS["split_batch"], _distribute_tensor],
+                         ids=["the solution", "keras.distribution.distribute_tensor"])
+def test_08_2_accepts_right_answers(answer):
+    assert verdict("08.2", answer, devices=jax.devices()).passed
+
+
+@pytest.mark.parametrize("answer, said", [
+    (lambda a, d: jax.device_put(a, d[0]), "lives on 1 of them"),
+    (lambda a, d: jax.device_put(a, jax.sharding.NamedSharding(
+        jax.sharding.Mesh(np.array(d), ("batch",)), jax.sharding.PartitionSpec())),
+     "do not copy the whole array"),
+    (lambda a, d: a, "not a JAX array"),
+    (lambda a, d: jax.device_put(a * 2, d[0]), "not the array's"),
+], ids=["one device", "replicated", "a numpy array", "changed values"])
+def test_08_2_names_the_mistake(answer, said):
+    result = verdict("08.2", answer, devices=jax.devices())
+    assert not result.passed and said in result.message, result.message
