@@ -33,6 +33,9 @@ TPU_STAMP := $(TPU_VENV)/.installed
 TPU_KERNEL_STAMP := $(VENV)/.tpu-kernel
 TPU_BUILD := build/test-tpu
 TPU_PYTEST := $(TPU_BIN)/python -m pytest -q -p no:cacheprovider
+# Its wheels (about 3 GB: torch 2.9.0 from PyPI is its CUDA build), kept between runs and clones:
+# `pip download` fetches only what is not there yet, and the install reads them from there.
+TPU_WHEELS ?= $(HOME)/.cache/fast-tf-course/wheels-tpu
 # What notebook 08's first cell sets (Keras on JAX, 8 host devices) and notebook 09's
 # (PyTorch/XLA on 8 CPU devices), for the unit tests of their plumbing and checks
 JAX_ENV := KERAS_BACKEND=jax JAX_PLATFORMS=cpu XLA_FLAGS=--xla_force_host_platform_device_count=8
@@ -99,9 +102,13 @@ $(TPU_STAMP): requirements-tpu.txt pyproject.toml
 	TPU_PYTHON=/path/to/python3.12"; exit 1; }
 	@test -x $(TPU_BIN)/python || $(TPU_PYTHON) -m venv $(TPU_VENV)
 	$(TPU_BIN)/python -m pip install -q --upgrade pip
-	@start=$$(date +%s); $(TPU_BIN)/python -m pip install -q -r requirements-tpu.txt && \
+	@start=$$(date +%s); mkdir -p $(TPU_WHEELS) && \
+	  $(TPU_BIN)/python -m pip download -q -d $(TPU_WHEELS) -r requirements-tpu.txt && \
+	  $(TPU_BIN)/python -m pip install -q --no-index --find-links $(TPU_WHEELS) \
+	    -r requirements-tpu.txt && \
 	  echo "make: the TPU stack installed in $$(( $$(date +%s) - start )) s, \
-	  $$(du -sh $(TPU_VENV) | cut -f1) on disk"
+	  $$(du -sh $(TPU_VENV) | cut -f1) on disk; its wheels kept in $(TPU_WHEELS) \
+	  ($$(du -sh $(TPU_WHEELS) | cut -f1))"
 	$(TPU_BIN)/python -m pip install -q --no-deps -e .
 	@touch $@
 
