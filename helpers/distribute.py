@@ -14,9 +14,27 @@ from helpers.models import replica_classifier
 from helpers.strategy import mirrored as shared_mirrored
 
 
-def batch_rule(replicas: int):
-    """A :mod:`helpers.params` rule: the global batch must split evenly across replicas."""
+def expected_replicas(accelerator: object, logical_devices: object, gpus: int, tpu_usable: bool):
+    """How many replicas notebook 05's strategy cell will make, from the raw parameters, for its
+    validation cell: every GPU where there are several, else the logical CPU devices; None on
+    a TPU (its core count is known once connected, and checked then)."""
+    if tpu_usable and accelerator in ("auto", "tpu"):
+        return None
+    if gpus > 1 and accelerator in ("auto", "gpu"):
+        return gpus
+    valid = isinstance(logical_devices, int) and not isinstance(logical_devices, bool)
+    return logical_devices if valid and 1 <= logical_devices <= 64 else 1
+
+
+def batch_rule(replicas: int | None):
+    """A :mod:`helpers.params` rule: the global batch must split evenly across replicas (any
+    positive integer where ``replicas`` is None: not known yet)."""
     from helpers.params import ParameterError
+
+    if replicas is None:
+        from helpers.params import integer
+
+        return integer(1, 10_000_000)
 
     def rule(name: str, value: object) -> object:
         if (

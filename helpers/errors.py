@@ -86,6 +86,10 @@ class EngineError(RuntimeError):
     backend, JAX started with other devices): only a restart changes that."""
 
 
+class WorkFolderBusy(RuntimeError):
+    """Another process holds the work folder's lock (:func:`helpers.workdirs.lock`)."""
+
+
 class RunSettingsChanged(RuntimeError):
     """A run folder holds a run made with other settings than this one's: resuming it would
     mix the two, so nothing is loaded and nothing is deleted."""
@@ -112,5 +116,6 @@ ONE_LINE_ERRORS: tuple[type[BaseException], ...] = (
     ChildTimeout,
     EngineError,
     RunSettingsChanged,
+    WorkFolderBusy,
     ExerciseNotDone,
 )

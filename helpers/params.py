@@ -9,6 +9,8 @@ Used by: every notebook.
 
 from __future__ import annotations
 
+import math
+import os
 from collections.abc import Callable, Iterable
 from types import SimpleNamespace
 
@@ -26,11 +28,16 @@ def _fail(name: str, value: object, allowed: str) -> ParameterError:
     return ParameterError(f"Invalid parameter {name}={value!r}: {allowed}.")
 
 
+def _same(value: object, choice: object) -> bool:
+    """Equal and of the same kind: ``1`` is not ``True``, nor ``1.0`` the integer ``1``."""
+    return type(value) is type(choice) and value == choice
+
+
 def one_of(*choices: object) -> Rule:
-    """Allow exactly these values."""
+    """Allow exactly these values (``1`` does not pass for ``True``, nor ``0`` for ``False``)."""
 
     def rule(name: str, value: object) -> object:
-        if value not in choices:
+        if not any(_same(value, choice) for choice in choices):
             raise _fail(name, value, "allowed values are " + ", ".join(map(repr, choices)))
         return value
 
@@ -65,6 +72,8 @@ def number(minimum: float | None = None, maximum: float | None = None) -> Rule:
     def rule(name: str, value: object) -> object:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise _fail(name, value, allowed)
+        if not math.isfinite(value):  # NaN passes every comparison below
+            raise _fail(name, value, allowed + " (a finite one)")
         if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
             raise _fail(name, value, allowed)
         return float(value)
@@ -109,6 +118,10 @@ def folder(inside: str | None = None) -> Rule:
     def rule(name: str, value: object) -> object:
         if not isinstance(value, str) or not value.strip() or "\0" in value:
             raise _fail(name, value, "expected a folder name; allowed: " + workdirs.ALLOWED)
+        if value.startswith("~"):  # Python does not expand it: it would make a folder named ~
+            full = os.path.expanduser(value)
+            raise _fail(name, value, "~ is not expanded here: give the full path"
+                        + (f" ({full})" if full != value else ""))
         path = Path(value)
         if inside is not None:
             base = Path(inside)
@@ -145,12 +158,32 @@ def list_of(item: Rule, allowed: str, min_length: int = 1, unique: bool = True) 
     def rule(name: str, value: object) -> object:
         if not isinstance(value, list | tuple) or len(value) < min_length:
             raise _fail(name, value, allowed)
-        if unique and len(set(value)) != len(value):
+        try:
+            repeats = unique and len(set(value)) != len(value)
+        except TypeError:  # an item that cannot be one (a list in the list)
+            raise _fail(name, value, allowed) from None
+        if repeats:
             raise _fail(name, value, allowed + " (no repeats)")
         try:
             return [item(name, each) for each in value]
         except ParameterError:
             raise _fail(name, value, allowed) from None
+
+    return rule
+
+
+def enough_images(global_batch: object, batches: int = 2) -> Rule:
+    """Allow an image count of at least ``batches`` global batches (``global_batch`` is another
+    parameter's raw value: where it is not a positive integer, its own rule reports that)."""
+
+    def rule(name: str, value: object) -> object:
+        if not isinstance(global_batch, int) or isinstance(global_batch, bool) or global_batch < 1:
+            return value
+        whole = isinstance(value, int) and not isinstance(value, bool)
+        if whole and value < batches * global_batch:
+            raise _fail(name, value, f"at least {batches} global batches "
+                        f"({batches * global_batch} images for global_batch_size={global_batch})")
+        return value
 
     return rule
 

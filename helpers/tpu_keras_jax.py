@@ -14,9 +14,8 @@ import sys
 
 from helpers.distribute import batch_rule, largest_difference
 from helpers.errors import EngineError, engine_too_late
-from helpers.params import ParameterError
 
-__all__ = ["batch_rule", "comparison_rows", "describe", "enough_images", "require_jax_backend"]
+__all__ = ["batch_rule", "comparison_rows", "describe", "require_jax_backend"]
 
 
 def require_jax_backend() -> None:
@@ -30,21 +29,6 @@ def require_jax_backend() -> None:
         raise EngineError(engine_too_late(
             "Keras", "KERAS_BACKEND",
             f"Keras runs on {backend or 'its default backend'} in this kernel, not on JAX"))
-
-
-def enough_images(global_batch: int):
-    """A :mod:`helpers.params` rule: at least one global batch of images (and two, so that
-    the DCGAN's steps draw from more than one)."""
-
-    def rule(name: str, value: object) -> object:
-        if isinstance(value, int) and not isinstance(value, bool) and value < 2 * global_batch:
-            raise ParameterError(
-                f"Invalid parameter {name}={value!r}: at least two global batches "
-                f"({2 * global_batch} images for global_batch_size={global_batch})."
-            )
-        return value
-
-    return rule
 
 
 def describe(devices) -> str:

@@ -17,10 +17,9 @@ import numpy as np
 
 from helpers.distribute import batch_rule, largest_difference
 from helpers.errors import RunSettingsChanged
-from helpers.tpu_keras_jax import enough_images
 
 __all__ = [
-    "batch_rule", "checkpoints", "comparison_rows", "describe", "enough_images", "keep_newest",
+    "batch_rule", "checkpoints", "comparison_rows", "describe", "keep_newest",
     "old_and_new", "same_settings", "weights",
 ]
 

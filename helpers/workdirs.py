@@ -11,6 +11,12 @@ checks in the validation cell, so a bad folder stops the notebook before any wor
 
 Every default work folder lives under one root, :data:`ROOT` (``course_runs/``, ignored by
 git), so running a notebook in place leaves ``git status`` clean.
+
+:func:`prepare` also locks the folder for the process that prepared it (an OS file lock on
+:data:`LOCK`, which the OS releases when the process ends, a killed kernel included), before it
+empties anything: a second kernel or papermill run on the same folder stops with one line
+naming the process that holds it (:class:`~helpers.errors.WorkFolderBusy`), and nothing is
+deleted. The same process preparing its folder again ("Run all" twice) keeps its lock.
 Used by: 03_tfdata_pipelines, 04_dcgan, 05_data_parallel, 07_scale_out_profile.
 """
 
@@ -18,11 +24,17 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 from pathlib import Path
+
+from helpers.errors import WorkFolderBusy
 
 ROOT = "course_runs"
 COLAB_DRIVE = "/content/drive/MyDrive"  # where 04's run_dir goes with use_drive=True
 MARKER = ".course_work_folder"
+LOCK = ".course_work_folder.lock"  # locked while a process uses the folder; never deleted
+#: folder (resolved) -> the open file whose lock this process holds
+_HELD: dict[Path, object] = {}
 MARKER_TEXT = (
     "This folder was made by a notebook of the Fast TensorFlow Training course.\n"
     "The notebook empties it when it runs again (fresh_start in 04_dcgan). Delete this file\n"
@@ -96,12 +108,50 @@ def prepare(path, name: str = "work_dir", fresh: bool = True) -> Path:
     path = Path(path)
     if (why := problem(path)) is not None:
         raise refuse(name, str(path), why)
+    if path.is_dir() and is_marked(path):
+        lock(path)  # before anything is emptied: another process using it stops here
     if path.is_dir() and is_marked(path) and fresh:
         for entry in path.iterdir():
+            if entry.name == LOCK:  # the lock lives on this very file: keep it
+                continue
             if entry.is_dir() and not entry.is_symlink():
                 shutil.rmtree(entry)
             else:
                 entry.unlink()
     path.mkdir(parents=True, exist_ok=True)
     (path / MARKER).write_text(MARKER_TEXT)
+    lock(path)
     return path
+
+
+def lock(path) -> bool:
+    """Hold the lock of work folder ``path`` for this process (again: a no-op). Raises
+    :class:`WorkFolderBusy` naming the process that holds it; returns False where the file
+    system has no locks (some network mounts), after saying so once."""
+    import fcntl
+
+    key = Path(path).resolve()
+    if key in _HELD:
+        return True
+    handle = open(key / LOCK, "a+")  # kept open: the lock lives as long as the file is
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        holder = handle.read().strip() or "another process"
+        handle.close()
+        raise WorkFolderBusy(
+            f"{key} is in use by {holder}: two runs in one folder would delete each other's "
+            "files. Wait for it to finish (or stop its kernel), or give this run another folder."
+        ) from None
+    except OSError as error:  # no locks on this file system
+        handle.close()
+        print(f"Note: {key} cannot be locked here ({error.strerror}): do not use it from two "
+              "sessions at once.")
+        return False
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"process {os.getpid()} on {socket.gethostname()}\n")
+    handle.flush()
+    _HELD[key] = handle
+    return True

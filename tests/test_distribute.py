@@ -115,3 +115,12 @@ def test_per_replica_batch_norm_drifts(eight_replicas, model):
 def test_fit_under_eight_replicas_falls_back_from_steps_per_execution(eight_replicas):
     fit = eight_replicas["fit"]
     assert fit["replicas"] == 8 and fit["spe"] == 1 and "keras-team/keras#19246" in fit["note"]
+
+
+def test_the_validation_cell_knows_the_replicas_before_the_strategy_exists():
+    assert distribute.expected_replicas("auto", 8, gpus=0, tpu_usable=False) == 8
+    assert distribute.expected_replicas("auto", 8, gpus=2, tpu_usable=False) == 2
+    assert distribute.expected_replicas("cpu", 8, gpus=2, tpu_usable=False) == 8
+    assert distribute.expected_replicas("auto", 8, gpus=0, tpu_usable=True) is None
+    assert distribute.expected_replicas("auto", "eight", gpus=0, tpu_usable=False) == 1
+    assert distribute.batch_rule(None)("global_batch_size", 99) == 99  # checked once connected

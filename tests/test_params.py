@@ -86,3 +86,45 @@ def test_ipython_shows_a_parameter_error_as_one_line():
     lines = shell.handler(shell, ParameterError, error, None)
     assert lines == ["ParameterError: Invalid parameter x=-1: expected an integer >= 1."]
     assert shell.shown == lines  # sent to the notebook as the error, not just returned
+
+
+def test_numbers_must_be_finite():
+    for bad in (float("nan"), float("inf"), -float("inf")):
+        with pytest.raises(ParameterError, match="a finite one"):
+            params.number(0, 1000)("decode_ms", bad)
+    assert params.number(0, 1000)("decode_ms", 20) == 20.0
+
+
+def test_one_of_is_strict_about_booleans_and_numbers():
+    rule = params.one_of(True, False, "auto")
+    assert rule("use_drive", True) is True and rule("use_drive", "auto") == "auto"
+    for bad in (1, 0, 1.0):
+        with pytest.raises(ParameterError, match=rf"use_drive={bad!r}: allowed values"):
+            rule("use_drive", bad)
+    with pytest.raises(ParameterError):
+        params.one_of(1, 2)("count", True)
+
+
+def test_a_list_of_lists_is_refused_in_one_line():
+    rule = params.list_of(params.integer(1), "a list of positive integers")
+    with pytest.raises(ParameterError, match=r"batch_sizes=\[\[1\]\]: a list of positive"):
+        rule("batch_sizes", [[1]])
+
+
+def test_a_tilde_is_refused_with_the_full_path(tmp_path, monkeypatch):
+    import os
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ParameterError, match=r"~ is not expanded here: give the full path \(/"):
+        params.folder()("work_dir", "~/runs")
+    assert not (tmp_path / "~").exists()
+    assert os.path.expanduser("~/runs") != "~/runs"
+
+
+def test_enough_images_for_the_global_batches():
+    rule = params.enough_images(64)
+    assert rule("max_images", 128) == 128
+    with pytest.raises(ParameterError, match=r"max_images=100: at least 2 global batches \(128"):
+        rule("max_images", 100)
+    assert params.enough_images(64, batches=1)("max_images", 64) == 64
+    assert params.enough_images("64")("max_images", 1) == 1, "the batch's own rule reports it"

@@ -105,3 +105,26 @@ def test_the_instructor_notes_point_at_sections_that_exist():
         if anchor not in site.jupyter_anchors(markdown).values():
             missing.append(f"{name}#{anchor}")
     assert not missing, f"no such section heading: {missing}"
+
+
+def test_the_site_deletes_only_folders_it_made(tmp_path):
+    """`tools.site --out DIR` replaces DIR and DIR-src only where it made them."""
+    from tools.site import SITE_MARKER, SiteError, replace
+
+    made = tmp_path / "site"
+    made.mkdir()
+    (made / SITE_MARKER).write_text("made")
+    (made / "index.html").write_text("old page")
+    replace(made)
+    assert not made.exists()
+    replace(tmp_path / "never-made")  # missing: nothing to do
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    replace(empty)
+    assert not empty.exists()
+    theirs = tmp_path / "thesis"
+    theirs.mkdir()
+    (theirs / "chapter1.tex").write_text("months of work")
+    with pytest.raises(SiteError, match="was not made by tools.site: nothing was deleted"):
+        replace(theirs)
+    assert (theirs / "chapter1.tex").read_text() == "months of work"

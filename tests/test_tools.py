@@ -227,3 +227,29 @@ def test_readme_links_follow_the_repository():
     out = set_repo.rewrite_links(text, "me/course", "dev")
     assert "https://colab.research.google.com/github/me/course/blob/dev/notebooks/01_x.ipynb" in out
     assert "git+https://github.com/me/course.git@dev" in out
+
+
+def test_make_run_survives_a_dead_kernel_and_prints_its_summary(tmp_path, monkeypatch, capsys):
+    """A kernel the OOM killer ends (here: one that kills itself) is that notebook's failure in
+    the summary; the notebooks after it still run."""
+    import nbformat
+
+    from tools import run_notebooks
+
+    folder = tmp_path / "notebooks"
+    folder.mkdir()
+    cells = {"01_dies": "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)",
+             "02_runs": "print('still ran')"}
+    for stem, code in cells.items():
+        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
+        nb.metadata["kernelspec"] = {"name": "python3", "language": "python",
+                                     "display_name": "Python 3"}
+        nbformat.write(nb, folder / f"{stem}.ipynb")
+    monkeypatch.setattr(run_notebooks, "notebook_paths",
+                        lambda: sorted(folder.glob("*.ipynb")))
+    status = run_notebooks.main(["--profile", "test", "--build", str(tmp_path / "build")])
+    out = capsys.readouterr().out
+    assert status == 1
+    assert "notebooks: 1 passed, 1 failed" in out
+    assert "01_dies: cell None: DeadKernelError: Kernel died" in out
+    assert "still ran" in (tmp_path / "build" / "executed" / "02_runs.ipynb").read_text()

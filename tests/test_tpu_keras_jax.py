@@ -21,7 +21,6 @@ import numpy as np  # noqa: E402
 
 from helpers import exercises, tpu_keras_jax  # noqa: E402
 from helpers.errors import EngineError  # noqa: E402
-from helpers.params import ParameterError  # noqa: E402
 from tools.exercises import solution_functions  # noqa: E402
 
 SOLUTIONS = solution_functions("08_tpu_keras_jax", jax=jax, keras=keras, np=np)
@@ -44,13 +43,6 @@ def test_the_backend_check_passes_here_and_names_a_restart_elsewhere(monkeypatch
     monkeypatch.setitem(sys.modules, "keras", SimpleNamespace(backend=fake.backend))
     with pytest.raises(EngineError, match="Keras runs on tensorflow .* Restart the kernel"):
         tpu_keras_jax.require_jax_backend()
-
-
-def test_at_least_two_global_batches_of_images():
-    rule = tpu_keras_jax.enough_images(64)
-    assert rule("max_images", 128) == 128
-    with pytest.raises(ParameterError, match=r"max_images=100: at least two global batches"):
-        rule("max_images", 100)
 
 
 def test_the_comparison_rows_show_each_model_against_the_reference():

@@ -23,12 +23,13 @@ def users(tmp_path):
 
 def test_a_new_folder_is_made_marked_and_emptied_on_the_next_run(tmp_path):
     work = workdirs.prepare(tmp_path / "runs" / "a")
-    assert workdirs.is_marked(work) and [p.name for p in work.iterdir()] == [workdirs.MARKER]
+    kept = sorted([workdirs.MARKER, workdirs.LOCK])  # the marker, and the lock this run holds
+    assert workdirs.is_marked(work) and sorted(p.name for p in work.iterdir()) == kept
     (work / "records").mkdir()
     (work / "records" / "part-0").write_text("data")
     (work / "log.txt").write_text("old")
     again = workdirs.prepare(work)  # the notebook runs again: its own folder is emptied
-    assert again == work and [p.name for p in work.iterdir()] == [workdirs.MARKER]
+    assert again == work and sorted(p.name for p in work.iterdir()) == kept
 
 
 def test_without_fresh_a_marked_folder_is_kept_for_resuming(tmp_path):
@@ -138,3 +139,43 @@ def test_every_default_work_folder_lives_under_the_one_ignored_root():
         probe = f"notebooks/{value}/{workdirs.MARKER}"
         done = subprocess.run(["git", "check-ignore", "-q", probe], cwd=course.ROOT)
         assert done.returncode == 0, f"{probe} is not ignored by git"
+
+
+HOLD = """
+import sys, time
+from helpers import workdirs
+workdirs.prepare(sys.argv[1], "work_dir", fresh=False)
+print("held", flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_folder_in_use_by_another_process_is_refused_and_kept(tmp_path):
+    """Two kernels (or papermill runs) on one work folder: the second stops in one line naming
+    the first, before it empties anything; once the first ends, the folder is free again."""
+    import subprocess
+    import sys
+
+    from helpers.errors import WorkFolderBusy
+
+    work = workdirs.prepare(tmp_path / "work")
+    (work / "ckpt-1000.index").write_text("the other run's checkpoint")
+    workdirs._HELD.pop(work.resolve()).close()  # this process lets go: now it is the other one
+    other = subprocess.Popen([sys.executable, "-c", HOLD, str(work)], stdout=subprocess.PIPE,
+                             text=True)
+    try:
+        assert other.stdout.readline().strip() == "held"
+        with pytest.raises(WorkFolderBusy, match=rf"in use by process {other.pid} on "):
+            workdirs.prepare(work, "work_dir", fresh=True)
+        assert (work / "ckpt-1000.index").read_text() == "the other run's checkpoint"
+    finally:
+        other.kill()
+        other.wait()
+    workdirs.prepare(work, "work_dir", fresh=True)  # its lock died with it
+    assert not (work / "ckpt-1000.index").exists() and (work / workdirs.LOCK).exists()
+
+
+def test_the_same_process_keeps_its_lock_when_it_runs_again(tmp_path):
+    work = workdirs.prepare(tmp_path / "work")
+    assert workdirs.prepare(work) == work  # "Run all" twice in one kernel
+    assert workdirs.lock(work) is True

@@ -129,6 +129,7 @@ def execute(
         nbformat.write(nbformat.read(source, as_version=4), executed)
         return RunResult(path.stem, "failed", 0.0, "not run", executed, missing, None, passes,
                          None, {}, solutions)
+    executed.unlink(missing_ok=True)  # never read an earlier run's copy as this one's
     start = time.perf_counter()
     try:
         papermill.execute_notebook(
@@ -145,12 +146,18 @@ def execute(
             engine_name=ENGINE,
             passes=passes,
         )
-        status = "passed"
+        status, crash = "passed", ""
     except papermill.PapermillExecutionError:
-        status = "failed"
+        status, crash = "failed", ""
+    except Exception as error:  # a dead kernel (the OOM killer), a cell past its timeout...
+        status, crash = "failed", f"{type(error).__name__}: {str(error).strip()[:300]}"
     seconds = time.perf_counter() - start
+    if not executed.exists():  # papermill stopped before writing it: the notebook as it was
+        nbformat.write(nbformat.read(source, as_version=4), executed)
     nb = nbformat.read(executed, as_version=4)
     cell, error = first_error(nb)
+    if crash and not error:  # the kernel died: no cell reported an error, papermill did
+        error = crash
     failed = nb.metadata.get(PASS_KEY) if status == "failed" else None
     return RunResult(
         path.stem, status, seconds, device_of(nb), executed, error, cell, passes, failed,
@@ -292,7 +299,10 @@ def main(argv: list[str] | None = None) -> int:
         result = execute(
             path, args.build, params, passes=2 if args.twice else 1, solutions=args.solutions
         )
-        render_html(result.executed, args.build / "html")
+        try:
+            render_html(result.executed, args.build / "html")
+        except Exception as error:  # a half-written copy: say so, go on with the next
+            print(f"  no HTML page for {path.name}: {type(error).__name__}: {error}")
         right = sum((result.exercises or {}).values())
         print(f"  {result.status} in {result.seconds:.1f} s on {result.device}; exercises "
               f"right: {right} of {len(result.exercises or {})}", flush=True)

@@ -106,9 +106,9 @@ def stage(executed: Path, source: Path, notebooks: list[Path] | None = None) -> 
     repo = settings()
     pages = [p for p in PAGES if (ROOT / p).is_file()]
     all_pages = {Path("notebooks") / p.name for p in notebooks} | set(pages)
-    if source.exists():
-        shutil.rmtree(source)
+    replace(source)
     (source / "notebooks").mkdir(parents=True)
+    (source / SITE_MARKER).write_text(SITE_MARKER_TEXT)
     notices = []
     for path in notebooks:
         copy = executed / path.name
@@ -140,13 +140,30 @@ def build(executed: Path, out: Path) -> Path:
     source = out.with_name(out.name + "-src")
     for notice in stage(executed, source):
         print(f"note: {notice}", flush=True)
-    if out.exists():
-        shutil.rmtree(out)
+    replace(out)
     command = [sys.executable, "-m", "sphinx", "-b", "html", "-c", str(CONF_DIR), "-q"]
     command += ["-W", "--keep-going", "-d", str(source / ".doctrees"), str(source), str(out)]
     if subprocess.run(command).returncode:
         raise SiteError(f"sphinx-build failed (its messages are above): {' '.join(command)}")
+    (out / SITE_MARKER).write_text(SITE_MARKER_TEXT)
     return out / "index.html"
+
+
+#: Written into every folder this tool makes; only such a folder is ever deleted by it.
+SITE_MARKER = ".course_site"
+SITE_MARKER_TEXT = "Made by `python -m tools.site`, which replaces this folder when it runs.\n"
+
+
+def replace(folder: Path) -> None:
+    """Delete ``folder`` if this tool made it (it holds :data:`SITE_MARKER`); a missing or
+    empty one is fine; anything else raises :class:`SiteError` and nothing is deleted."""
+    if not folder.exists():
+        return
+    if folder.is_dir() and ((folder / SITE_MARKER).is_file() or not any(folder.iterdir())):
+        shutil.rmtree(folder)
+        return
+    raise SiteError(f"{folder} exists and was not made by tools.site: nothing was deleted; "
+                    "give --out a new folder, or one this tool made")
 
 
 def main(argv: list[str] | None = None) -> int:
