@@ -86,6 +86,10 @@ class EngineError(RuntimeError):
     backend, JAX started with other devices): only a restart changes that."""
 
 
+class RunUnreadable(RuntimeError):
+    """A run folder's checkpoints all fail to load: a new run there would bury them."""
+
+
 class WorkFolderBusy(RuntimeError):
     """Another process holds the work folder's lock (:func:`helpers.workdirs.lock`)."""
 
@@ -117,5 +121,6 @@ ONE_LINE_ERRORS: tuple[type[BaseException], ...] = (
     EngineError,
     RunSettingsChanged,
     WorkFolderBusy,
+    RunUnreadable,
     ExerciseNotDone,
 )

@@ -16,11 +16,11 @@ from pathlib import Path
 import numpy as np
 
 from helpers.distribute import batch_rule, largest_difference
-from helpers.errors import RunSettingsChanged
+from helpers.errors import RunSettingsChanged, RunUnreadable
 
 __all__ = [
     "batch_rule", "checkpoints", "comparison_rows", "describe", "keep_newest",
-    "old_and_new", "same_settings", "weights",
+    "none_unreadable", "old_and_new", "same_settings", "weights",
 ]
 
 CHECKPOINT = re.compile(r"^step-(\d{7})\.pt$")
@@ -51,13 +51,27 @@ def checkpoints(run: Path) -> list[Path]:
     return sorted(p for p in Path(run).iterdir() if CHECKPOINT.match(p.name))
 
 
-def keep_newest(run: Path, keep: int = 3) -> list[Path]:
-    """Delete all but the ``keep`` newest checkpoints of the run (only files of that name);
-    return what was deleted. Called after a save has completed, never before."""
-    old = checkpoints(run)[:-keep]
+def keep_newest(run: Path, keep: int = 3, upto: int | None = None) -> list[Path]:
+    """Delete all but the ``keep`` newest checkpoints of the run (only files of that name) up to
+    step ``upto``, the one just saved; return what was deleted. Called after a save has
+    completed, never before; a checkpoint of a later step (another run's) is never counted."""
+    mine = [p for p in checkpoints(run)
+            if upto is None or int(CHECKPOINT.match(p.name)[1]) <= upto]
+    old = mine[:-keep]
     for path in old:
         path.unlink()
     return old
+
+
+def none_unreadable(run: Path) -> None:
+    """Raise :class:`RunUnreadable` (one line, nothing deleted) if ``run`` holds checkpoints
+    and none of them could be read: a new run there would bury them."""
+    if found := checkpoints(run):
+        raise RunUnreadable(
+            f"{run} holds {len(found)} checkpoint(s) and none could be read (newest: "
+            f"{found[-1].name}); nothing was deleted. Use another run_dir for a new run, or "
+            "fresh_start=True to replace them."
+        )
 
 
 def same_settings(saved: dict, now: dict, path: Path) -> None:

@@ -61,6 +61,26 @@ def test_only_the_runs_own_checkpoints_are_pruned_oldest_first(tmp_path):
                     "step-0000050.pt.partial"]
 
 
+def test_a_later_runs_checkpoints_are_never_pruned(tmp_path):
+    """An older step saved now (a run resumed from before a corrupt newest file) never prunes
+    what lies beyond it."""
+    for step in (100, 200, 300, 400):
+        (tmp_path / f"step-{step:07d}.pt").write_bytes(b"x")
+    (tmp_path / "step-0000050.pt").write_bytes(b"just saved")
+    deleted = tpu_pytorch_xla.keep_newest(tmp_path, 3, upto=50)
+    assert deleted == [] and len(tpu_pytorch_xla.checkpoints(tmp_path)) == 5
+
+
+def test_a_run_folder_of_unreadable_checkpoints_stops_the_new_run(tmp_path):
+    from helpers.errors import RunUnreadable
+
+    tpu_pytorch_xla.none_unreadable(tmp_path)  # nothing there: a new run may start
+    (tmp_path / "step-0000900.pt").write_bytes(b"truncated")
+    with pytest.raises(RunUnreadable, match="none could be read .*nothing was deleted"):
+        tpu_pytorch_xla.none_unreadable(tmp_path)
+    assert (tmp_path / "step-0000900.pt").read_bytes() == b"truncated"
+
+
 def test_the_old_calls_are_probed_in_this_runtime():
     rows = {row[0]: row[2] for row in tpu_pytorch_xla.old_and_new()}
     assert rows["xm.xrt_world_size(), xm.get_ordinal()"] == "xm.xrt_world_size: gone"
