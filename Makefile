@@ -4,9 +4,14 @@
 # .venv-compat (needs python3.12; see README, "Supported versions").
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
+# Every environment is installed by uv (a release, from PyPI, into .venv first): it links each
+# package from its cache (~/.cache/uv), so a fresh clone's three stacks (about 10 GB, torch's
+# CUDA build included) install in seconds once one clone has fetched them.
+UV_VERSION := 0.13.9
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+UV := $(BIN)/uv
 PROFILE ?= quick
 TEST_BUILD := build/test
 PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider
@@ -33,9 +38,6 @@ TPU_STAMP := $(TPU_VENV)/.installed
 TPU_KERNEL_STAMP := $(VENV)/.tpu-kernel
 TPU_BUILD := build/test-tpu
 TPU_PYTEST := $(TPU_BIN)/python -m pytest -q -p no:cacheprovider
-# Its wheels (about 3 GB: torch 2.9.0 from PyPI is its CUDA build), kept between runs and clones:
-# `pip download` fetches only what is not there yet, and the install reads them from there.
-TPU_WHEELS ?= $(HOME)/.cache/fast-tf-course/wheels-tpu
 # What notebook 08's first cell sets (Keras on JAX, 8 host devices) and notebook 09's
 # (PyTorch/XLA on 8 CPU devices), for the unit tests of their plumbing and checks
 JAX_ENV := KERAS_BACKEND=jax JAX_PLATFORMS=cpu XLA_FLAGS=--xla_force_host_platform_device_count=8
@@ -46,15 +48,19 @@ XLA_ENV := PJRT_DEVICE=CPU CPU_NUM_DEVICES=8
 STAGE = @start=$$(date +%s); $(MAKE) --no-print-directory $(1) || exit 1; \
   t=$$(mktemp); times > $$t; cpu=$$(awk 'NR == 2 { split($$1, u, /[ms]/); split($$2, s, /[ms]/); \
     printf "%.0f", u[1] * 60 + u[2] + s[1] * 60 + s[2] }' $$t); rm -f $$t; \
-  echo "== stage $(1): $$(( $$(date +%s) - start )) s wall, $$cpu s CPU"
+  wall=$$(( $$(date +%s) - start )); echo "$(1) $$wall $$cpu" >> $(TIMES); \
+  echo "== stage $(1): $$wall s wall, $$cpu s CPU"
+# Where `make test` keeps its stages' times, for the table it prints at the end.
+TIMES := build/test-times.txt
 
-.PHONY: help venv venv-compat venv-tpu run bench test lint check-notebooks unit notebooks nbval \
+.PHONY: help venv venv-compat venv-tpu environments run bench test lint check-notebooks unit notebooks \
         compat-unit compat-notebooks tpu-unit tpu-notebooks clean-notebooks lessons solutions \
         set-repo clean gpu-check site site-test
 
 help:
 	@echo "make run [PROFILE=quick|full]  execute every notebook into build/ and print a summary"
-	@echo "make test                      lint, notebook checks, unit tests, notebook runs, nbval,"
+	@echo "make test                      lint, notebook checks, unit tests, notebook runs (nbval"
+	@echo "                               comparing their two runs in one kernel),"
 	@echo "                               then unit tests and notebook runs on the compat stack"
 	@echo "                               and on the TPU stack (08 and 09, without TensorFlow)"
 	@echo "make bench                     run the benchmarks into build/bench/results.{json,md}"
@@ -67,49 +73,46 @@ help:
 	@echo "make lessons                   copy the notebooks' #@save cells into helpers/lessons"
 	@echo "make set-repo REPO=owner/name [BRANCH=main]  point badges and installs elsewhere"
 
-$(STAMP): requirements.txt pyproject.toml
+$(UV):
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -r requirements.txt
-	$(BIN)/python -m pip install -q --no-deps -e .
+	$(BIN)/python -m pip install -q uv==$(UV_VERSION)
+
+# Installs requirements file $(2) into the environment whose interpreter is $(1), then the
+# helpers package (editable, without its dependencies: the requirements pin them), and says
+# how long it took and what it holds.
+INSTALL = @start=$$(date +%s); $(UV) pip install -q --python $(1) -r $(2) && \
+  $(UV) pip install -q --python $(1) --no-deps -e . && \
+  echo "make: $(2) installed in $$(( $$(date +%s) - start )) s"
+
+$(STAMP): requirements.txt pyproject.toml $(UV)
+	$(call INSTALL,$(BIN)/python,requirements.txt)
 	@touch $@
 
 venv: $(STAMP)
 
-# The site's Sphinx stack, on top of the pinned environment. requirements.txt is passed again as
-# requirements (not as constraints: pip refuses a constraint with extras, such as jax[cpu]), so
-# the resolver keeps every pin and fails if the site's packages would move one.
+# The site's Sphinx stack, on top of the pinned environment. requirements.txt is passed again,
+# so the resolver keeps every pin and fails if the site's packages would move one.
 SITE_STAMP := $(VENV)/.site-installed
 $(SITE_STAMP): $(STAMP) requirements-site.txt
-	$(BIN)/python -m pip install -q -r requirements.txt -r requirements-site.txt
+	$(UV) pip install -q --python $(BIN)/python -r requirements.txt -r requirements-site.txt
 	@touch $@
 
-$(COMPAT_STAMP): requirements-compat.txt pyproject.toml
+$(COMPAT_STAMP): requirements-compat.txt pyproject.toml $(UV)
 	@test -x $(COMPAT_BIN)/python || test -n "$(COMPAT_PYTHON)" || { echo "make: the compat \
 	stack (.venv-compat) needs Python 3.12, found neither on PATH nor in pyenv: install it, or \
 	pass COMPAT_PYTHON=/path/to/python3.12"; exit 1; }
 	@test -x $(COMPAT_BIN)/python || $(COMPAT_PYTHON) -m venv $(COMPAT_VENV)
-	$(COMPAT_BIN)/python -m pip install -q --upgrade pip
-	$(COMPAT_BIN)/python -m pip install -q -r requirements-compat.txt
-	$(COMPAT_BIN)/python -m pip install -q --no-deps -e .
+	$(call INSTALL,$(COMPAT_BIN)/python,requirements-compat.txt)
 	@touch $@
 
 venv-compat: $(COMPAT_STAMP)
 
-$(TPU_STAMP): requirements-tpu.txt pyproject.toml
+$(TPU_STAMP): requirements-tpu.txt pyproject.toml $(UV)
 	@test -x $(TPU_BIN)/python || test -n "$(TPU_PYTHON)" || { echo "make: the TPU stack \
 	(.venv-tpu) needs Python 3.12, found neither on PATH nor in pyenv: install it, or pass \
 	TPU_PYTHON=/path/to/python3.12"; exit 1; }
 	@test -x $(TPU_BIN)/python || $(TPU_PYTHON) -m venv $(TPU_VENV)
-	$(TPU_BIN)/python -m pip install -q --upgrade pip
-	@start=$$(date +%s); mkdir -p $(TPU_WHEELS) && \
-	  $(TPU_BIN)/python -m pip download -q -d $(TPU_WHEELS) -r requirements-tpu.txt && \
-	  $(TPU_BIN)/python -m pip install -q --no-index --find-links $(TPU_WHEELS) \
-	    -r requirements-tpu.txt && \
-	  echo "make: the TPU stack installed in $$(( $$(date +%s) - start )) s, \
-	  $$(du -sh $(TPU_VENV) | cut -f1) on disk; its wheels kept in $(TPU_WHEELS) \
-	  ($$(du -sh $(TPU_WHEELS) | cut -f1))"
-	$(TPU_BIN)/python -m pip install -q --no-deps -e .
+	$(call INSTALL,$(TPU_BIN)/python,requirements-tpu.txt)
 	@touch $@
 
 # The TPU stack's kernel, registered in .venv (where `make run` starts kernels).
@@ -132,27 +135,30 @@ gpu-check:
 	$(PYTHON) -m tools.gpu_check $(GPU_CHECK_ARGS)
 
 # Stages run in this order and stop at the first that fails; each says how long it took.
-test: $(STAMP) $(COMPAT_STAMP) $(TPU_KERNEL_STAMP)
+test:
+	@mkdir -p build && : > $(TIMES) && date +%s > $(TIMES).start
+	$(call STAGE,environments)
 	$(call STAGE,lint)
 	$(call STAGE,check-notebooks)
 	$(call STAGE,unit)
 	$(call STAGE,notebooks)
-	$(call STAGE,nbval)
 	$(call STAGE,compat-unit)
 	$(call STAGE,compat-notebooks)
 	$(call STAGE,tpu-unit)
 	$(call STAGE,tpu-notebooks)
+	@awk -v total=$$(( $$(date +%s) - $$(cat $(TIMES).start) )) \
+	  'BEGIN { print "\nmake test, stage by stage:"; printf "  %-18s %8s %8s\n", "stage", "wall s", "CPU s" } \
+	   { printf "  %-18s %8d %8d\n", $$1, $$2, $$3 } \
+	   END { printf "  %-18s %8d\n", "total", total }' $(TIMES)
+
+# The three environments `make test` needs (created or brought up to date by uv).
+environments: $(STAMP) $(COMPAT_STAMP) $(TPU_KERNEL_STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check helpers tests tools notebooks solutions
 
 check-notebooks: $(STAMP)
-	$(BIN)/python -m tools.nbclean --check
-	$(BIN)/python -m tools.nbcheck
-	$(BIN)/python -m tools.lessons --check
-	$(BIN)/python -m tools.shown
-	$(BIN)/python -m tools.exercises --check
-	$(BIN)/python -m tools.course_map readme --check
+	$(BIN)/python -m tools.check
 
 unit: $(STAMP)
 	$(TEST_ENV) $(PYTEST) -n 2 -m "not notebooks and not site and not tpu"
@@ -162,11 +168,6 @@ unit: $(STAMP)
 notebooks: $(STAMP)
 	rm -rf $(TEST_BUILD)
 	$(TEST_ENV) $(PYTEST) -n 2 -m notebooks
-
-# Re-executes the parameterised copies; cells marked NBVAL_CHECK_OUTPUT must match.
-nbval: $(STAMP)
-	$(TEST_ENV) $(PYTEST) -n 2 --dist loadfile --nbval-lax \
-	  $$($(BIN)/python -m tools.course heaviest-first $(TEST_BUILD)/executed/*.ipynb)
 
 # Copies every notebook's #@save cells into helpers/lessons/ (one source: see README).
 lessons: $(STAMP)
@@ -186,12 +187,12 @@ site-test: $(SITE_STAMP)
 	$(BIN)/python -m tools.site --executed $(TEST_BUILD)/all-executed --out $(TEST_BUILD)/site
 	$(TEST_ENV) COURSE_SITE=$(TEST_BUILD)/site $(PYTEST) -m site tests/test_site_browser.py
 
-# The same unit tests and notebook runs on the compat stack (nbval stays on the pinned one), less
-# what does not depend on the stack or is run again there: the tests marked heavy (see
-# pyproject.toml), and the invalid parameter values (helpers.params, plain Python).
-# Its executed copies go to build/test-compat, apart from the ones nbval re-runs; each notebook
-# runs once there (the pinned stage already runs each twice in one kernel), with its exercises
-# solved: every check must say "right" there, and "not yet" to the untouched ones on the pinned.
+# The same unit tests and notebook runs on the compat stack, less what does not depend on the
+# stack or is run again there: the tests marked heavy (see pyproject.toml), and the invalid
+# parameter values (helpers.params, plain Python). Its executed copies go to build/test-compat;
+# each notebook runs once there (the pinned stage already runs each twice in one kernel), with
+# its exercises solved: every check must say "right" there, and "not yet" to the untouched ones
+# on the pinned.
 compat-unit: $(COMPAT_STAMP)
 	$(TEST_ENV) $(COMPAT_PYTEST) -n 2 -m "not notebooks and not site and not heavy and not tpu"
 

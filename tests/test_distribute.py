@@ -72,16 +72,10 @@ EIGHT_REPLICAS = textwrap.dedent("""
     strategies = {"one": distribute.mirrored(1), "eight": distribute.mirrored(8)}
     out = {}
     for synced in (True, False):
-        results = distribute.classifier_step_results(strategies, x, y, synchronized=synced)
-        out[f"classifier {synced}"] = distribute.largest_difference(results, "one")["eight"]
         real = gan.to_gan_range(x).numpy()
         noise = np.random.default_rng(0).standard_normal((64, 100)).astype("float32")
         results = gan_step_results(strategies, real, noise, synced)
         out[f"gan {synced}"] = distribute.largest_difference(results, "one")["eight"]
-    run = distribute.fit_classifier(strategies["eight"], x, y, 32, epochs=2,
-                                    steps_per_execution=4)
-    out["fit"] = {"replicas": run["replicas"], "spe": run["steps_per_execution"],
-                  "note": run["note"]}
     print(json.dumps(out))
 """)
 
@@ -97,24 +91,19 @@ def eight_replicas():
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+# The classifier's 1-versus-8 table and fit's fallback are notebook 05's own outputs, checked
+# on its run (tests/test_notebooks.py, check_replicas); this is notebook 04's GAN step, which
+# notebook 05 times but does not compare.
 @pytest.mark.heavy
-@pytest.mark.parametrize("model", ["classifier", "gan"])
-def test_one_and_eight_replicas_make_the_same_update(eight_replicas, model):
-    synced = eight_replicas[f"{model} True"]
+def test_one_and_eight_replicas_make_the_same_gan_update(eight_replicas):
+    synced = eight_replicas["gan True"]
     assert synced["loss"] < 1e-4 and synced["weights"] < 1e-4
 
 
 @pytest.mark.heavy
-@pytest.mark.parametrize("model", ["classifier", "gan"])
-def test_per_replica_batch_norm_drifts(eight_replicas, model):
-    synced, plain = eight_replicas[f"{model} True"], eight_replicas[f"{model} False"]
+def test_per_replica_batch_norm_drifts_in_the_gan_step(eight_replicas):
+    synced, plain = eight_replicas["gan True"], eight_replicas["gan False"]
     assert plain["weights"] > 10 * max(synced["weights"], 1e-7)
-
-
-@pytest.mark.heavy
-def test_fit_under_eight_replicas_falls_back_from_steps_per_execution(eight_replicas):
-    fit = eight_replicas["fit"]
-    assert fit["replicas"] == 8 and fit["spe"] == 1 and "keras-team/keras#19246" in fit["note"]
 
 
 def test_the_validation_cell_knows_the_replicas_before_the_strategy_exists():

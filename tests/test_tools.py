@@ -253,3 +253,24 @@ def test_make_run_survives_a_dead_kernel_and_prints_its_summary(tmp_path, monkey
     assert "notebooks: 1 passed, 1 failed" in out
     assert "01_dies: cell None: DeadKernelError: Kernel died" in out
     assert "still ran" in (tmp_path / "build" / "executed" / "02_runs.ipynb").read_text()
+
+
+def _two_runs(first: str, second: str, marker: str = "# NBVAL_CHECK_OUTPUT\n"):
+    """The same notebook after two runs whose one cell printed ``first``, then ``second``."""
+    runs = []
+    for text in (first, second):
+        cell = nbformat.v4.new_code_cell(marker + "print(x)", id="c1")
+        cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=text)]
+        cell.execution_count = 1
+        runs.append(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# T"), cell]))
+    return runs
+
+
+def test_nbval_comparison_reports_a_marked_cell_whose_runs_disagree():
+    assert run_notebooks.outputs_that_differ(*_two_runs("3 devices\n", "3 devices\n")) == []
+    differ = run_notebooks.outputs_that_differ(*_two_runs("3 devices\n", "4 devices\n"))
+    assert len(differ) == 1 and differ[0].startswith("cell c1: ") and "4 devices" in differ[0]
+
+
+def test_nbval_comparison_ignores_unmarked_cells():
+    assert run_notebooks.outputs_that_differ(*_two_runs("0.31 s\n", "0.29 s\n", marker="")) == []

@@ -6,8 +6,12 @@ Also where notebooks live, and the papermill parameter profiles in
 
 from __future__ import annotations
 
+import copy
+import functools
+import json
 from pathlib import Path
 
+import nbformat
 import tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -194,3 +198,34 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+@functools.cache
+def _read(path: Path) -> tuple[str, float]:
+    return path.read_text(encoding="utf-8"), path.stat().st_mtime
+
+
+def notebook_text(path: Path) -> str:
+    """The stored text of the notebook at ``path``, read from disk once per process while the
+    file is unchanged (``python -m tools.check`` runs every notebook check on one reading)."""
+    path = Path(path).resolve()
+    text, mtime = _read(path)
+    if path.stat().st_mtime != mtime:  # written since: read it again
+        _read.cache_clear()
+        text, _ = _read(path)
+    return text
+
+
+def notebook_json(path: Path) -> dict:
+    """The notebook at ``path`` as plain JSON (a copy the caller may change)."""
+    return json.loads(notebook_text(path))
+
+
+def read_notebook(path: Path) -> nbformat.NotebookNode:
+    """The notebook at ``path`` as nbformat reads it (a copy the caller may change)."""
+    return copy.deepcopy(_parsed(notebook_text(path)))
+
+
+@functools.cache
+def _parsed(text: str) -> nbformat.NotebookNode:
+    return nbformat.reads(text, as_version=4)

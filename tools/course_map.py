@@ -29,7 +29,7 @@ import time
 from datetime import date
 from pathlib import Path
 
-from tools.course import BUILD, ROOT, notebook_paths, write_between
+from tools.course import BUILD, ROOT, notebook_paths, read_notebook, write_between
 
 RECORDS = ROOT / "docs" / "measured_times.json"
 README = ROOT / "README.md"
@@ -150,9 +150,7 @@ def cell(record: dict | None) -> str:
 
 def prerequisites(path: Path) -> str:
     """The notebooks a notebook's "**Prerequisites:**" line names, e.g. "01, 02"."""
-    import nbformat
-
-    intro = "\n".join(c.source for c in nbformat.read(path, as_version=4).cells[:3])
+    intro = "\n".join(c.source for c in read_notebook(path).cells[:3])
     found = re.search(r"^\*\*Prerequisites:\*\* (.+)$", intro, re.MULTILINE)
     numbers = sorted(set(re.findall(r"\b(\d\d)\b", found[1]))) if found else []
     return ", ".join(numbers) or "none"
@@ -160,9 +158,7 @@ def prerequisites(path: Path) -> str:
 
 def title(path: Path) -> str:
     """A notebook's H1 title, up to its colon: "Runtime check", "DCGAN on a GPU"."""
-    import nbformat
-
-    first = nbformat.read(path, as_version=4).cells[0].source.split("\n", 1)[0]
+    first = read_notebook(path).cells[0].source.split("\n", 1)[0]
     return first.lstrip("# ").split(":", 1)[0].strip()
 
 

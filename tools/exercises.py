@@ -22,7 +22,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from tools.course import BUILD, ROOT, notebook_paths, write_between
+import nbformat
+
+from tools.course import BUILD, ROOT, notebook_paths, read_notebook, write_between
 
 SOLUTIONS = ROOT / "solutions"
 NOTES = ROOT / "docs" / "instructor_notes.md"
@@ -86,9 +88,7 @@ def solutions_file(notebook: Path) -> Path:
 
 def solution_notebook(path: Path):
     """The notebook at ``path`` with every exercise cell replaced by its solution."""
-    import nbformat
-
-    nb = nbformat.read(path, as_version=4)
+    nb = read_notebook(path)
     solved = copy.deepcopy(nb)
     blocks = {b.id: b for b in solution_blocks(solutions_file(path))}
     for index, id, _ in exercise_cells(nb):
@@ -98,8 +98,6 @@ def solution_notebook(path: Path):
 
 def write_solutions(out: Path, paths: list[Path] | None = None) -> list[Path]:
     """Write every notebook's solution copy into ``out``; returns the paths written."""
-    import nbformat
-
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for path in paths or notebook_paths():
@@ -111,15 +109,13 @@ def write_solutions(out: Path, paths: list[Path] | None = None) -> list[Path]:
 
 def problems(paths: list[Path] | None = None) -> list[str]:
     """What is wrong with the exercises of the notebooks at ``paths`` (all by default)."""
-    import nbformat
-
     from helpers.exercises import load_checks
 
     registry = load_checks()
     found: list[str] = []
     seen: set[str] = set()
     for path in paths or notebook_paths():
-        nb = nbformat.read(path, as_version=4)
+        nb = read_notebook(path)
         cells = exercise_cells(nb)
         number = path.stem[:2]
         ids = [id for _, id, _ in cells]
@@ -167,14 +163,12 @@ def problems(paths: list[Path] | None = None) -> list[str]:
 
 def exercise_list() -> str:
     """The instructor notes' list: per notebook, each exercise with what its check catches."""
-    import nbformat
-
     from helpers.exercises import load_checks
 
     registry = load_checks()
     lines = []
     for path in notebook_paths():
-        nb = nbformat.read(path, as_version=4)
+        nb = read_notebook(path)
         lines.append(f"\n**[{path.stem}](../notebooks/{path.name}#exercises)** "
                      f"([solutions](../solutions/{path.stem}.py))\n")
         for _, id, title in exercise_cells(nb):

@@ -16,12 +16,11 @@ notebook and the module cannot drift apart).
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from pathlib import Path
 
-from tools.course import NOTEBOOKS, ROOT, notebook_paths
+from tools.course import NOTEBOOKS, ROOT, notebook_json, notebook_paths
 
 LESSONS = ROOT / "helpers" / "lessons"
 MARKER_RE = re.compile(r"^#@save\b")
@@ -76,7 +75,7 @@ def expected(paths: list[Path], lessons: Path = LESSONS) -> dict[Path, str]:
     """Generated module path -> its text, for every notebook that has ``#@save`` cells."""
     modules = {}
     for path in paths:
-        cells = saved_cells(json.loads(path.read_text(encoding="utf-8")))
+        cells = saved_cells(notebook_json(path))
         if cells:
             modules[lessons / f"{module_name(path.name)}.py"] = render(path.name, cells)
     return modules

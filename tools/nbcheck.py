@@ -29,6 +29,7 @@ from tools.course import (
     colab_url,
     install_cell,
     notebook_paths,
+    notebook_text,
     profiles,
     settings,
 )
@@ -188,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     conf, known = settings(), profiles()
     failed = 0
     for path in paths:
-        problems = check_notebook(path, path.read_text(encoding="utf-8"), conf, known)
+        problems = check_notebook(path, notebook_text(path), conf, known)
         failed += bool(problems)
         for problem in problems:
             print(f"{path}: {problem}")

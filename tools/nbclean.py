@@ -21,7 +21,14 @@ import re
 import sys
 from pathlib import Path
 
-from tools.course import colab_url, install_cell, install_url, notebook_paths, settings
+from tools.course import (
+    colab_url,
+    install_cell,
+    install_url,
+    notebook_paths,
+    notebook_text,
+    settings,
+)
 
 KERNELSPEC = {"display_name": "Python 3", "language": "python", "name": "python3"}
 LANGUAGE_INFO = {"name": "python"}
@@ -117,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     conf = settings()
     dirty = []
     for path in args.notebooks or notebook_paths():
-        text = path.read_text(encoding="utf-8")
+        text = notebook_text(path)
         cleaned = dumps(clean(json.loads(text), path.name, conf["repository"], conf["branch"]))
         if cleaned != text:
             dirty.append(path)

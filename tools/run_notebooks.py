@@ -12,10 +12,21 @@ notebook's cells twice in the same kernel, as a learner's second "Run all" does
 from __future__ import annotations
 
 import argparse
+import copy
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
+
+import nbformat
+from nbval.plugin import (
+    IPyNbCell,
+    coalesce_streams,
+    find_comment_markers,
+    find_metadata_tags,
+    nocolors,
+)
 
 from helpers.devices import DEVICE_MIME  # the record helpers.devices.announce leaves
 from helpers.exercises import verdicts_in  # the records the exercises' checks leave
@@ -35,6 +46,7 @@ class RunResult:
     failed_pass: int | None = None  # which of them failed
     exercises: dict[str, bool] | None = None  # {exercise: its check passed}, as the run left it
     solutions: bool = False  # whether the exercise cells held their solutions
+    differ: list[str] | None = None  # cells marked NBVAL_CHECK_OUTPUT whose 2 runs disagree
 
 
 PASS_KEY = "course_pass"  # notebook metadata: the pass under way, or the one that failed
@@ -48,10 +60,11 @@ def _register_engine() -> None:
     from papermill.engines import NBClientEngine, papermill_engines
     from papermill.log import logger
     from papermill.utils import merge_kwargs, remove_args
-    from traitlets import Integer
+    from traitlets import Integer, Unicode
 
     class RepeatingClient(PapermillNotebookClient):
         passes = Integer(1).tag(config=True)
+        first_pass = Unicode("").tag(config=True)  # where the first run's copy goes
 
         def papermill_execute_cells(self):
             for number in range(1, self.passes + 1):
@@ -59,12 +72,14 @@ def _register_engine() -> None:
                 super().papermill_execute_cells()
                 if self.nb.metadata.papermill.get("exception"):
                     break
+                if number == 1 and self.passes > 1 and self.first_pass:
+                    nbformat.write(self.nb, self.first_pass)
 
     class RepeatingEngine(NBClientEngine):
         @classmethod
         def execute_managed_notebook(
             cls, nb_man, kernel_name, log_output=False, stdout_file=None, stderr_file=None,
-            start_timeout=60, execution_timeout=None, passes=1, **kwargs,
+            start_timeout=60, execution_timeout=None, passes=1, first_pass="", **kwargs,
         ):
             kwargs = remove_args(["input_path", "timeout", "startup_timeout"], **kwargs)
             final = merge_kwargs(
@@ -72,7 +87,7 @@ def _register_engine() -> None:
                 kernel_name=kernel_name, log=logger, log_output=log_output,
                 stdout_file=stdout_file, stderr_file=stderr_file,
             )
-            return RepeatingClient(nb_man, passes=passes, **final).execute()
+            return RepeatingClient(nb_man, passes=passes, first_pass=first_pass, **final).execute()
 
     papermill_engines.register(ENGINE, RepeatingEngine)
 
@@ -110,7 +125,6 @@ def execute(
     ``passes=2`` runs all its cells a second time in the same kernel once the first run
     passed: what a learner's second "Run all" does. ``solutions=True`` runs the copy whose
     exercise cells hold their solutions (tools/exercises.py), written to ``build/solved``."""
-    import nbformat
     import papermill
 
     from tools.exercises import write_solutions
@@ -118,6 +132,9 @@ def execute(
     _register_engine()
 
     executed = build / "executed" / path.name
+    first = build / "first-pass" / path.name  # the first run's copy, for the nbval comparison
+    first.parent.mkdir(parents=True, exist_ok=True)
+    first.unlink(missing_ok=True)
     workdir = build / "work" / path.stem
     executed.parent.mkdir(parents=True, exist_ok=True)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -145,6 +162,7 @@ def execute(
             extra_arguments=["--IPKernelApp.log_level=ERROR", "--matplotlib=inline"],
             engine_name=ENGINE,
             passes=passes,
+            first_pass=str(first),
         )
         status, crash = "passed", ""
     except papermill.PapermillExecutionError:
@@ -159,10 +177,50 @@ def execute(
     if crash and not error:  # the kernel died: no cell reported an error, papermill did
         error = crash
     failed = nb.metadata.get(PASS_KEY) if status == "failed" else None
+    differ = (outputs_that_differ(nbformat.read(first, as_version=4), nb)
+              if status == "passed" and first.exists() else None)
     return RunResult(
         path.stem, status, seconds, device_of(nb), executed, error, cell, passes, failed,
-        verdicts_in(nb), solutions,
+        verdicts_in(nb), solutions, differ,
     )
+
+
+def outputs_that_differ(first, second) -> list[str]:
+    """The cells marked ``# NBVAL_CHECK_OUTPUT`` (or tagged ``nbval-check-output``) whose
+    outputs differ between two runs of one notebook, each as ``"cell <id>: <nbval's report>"``.
+
+    This is nbval's ``--nbval-lax`` comparison, its own code (``IPyNbCell.compare_outputs``,
+    with its default skips: metadata, execution counts, images...), applied to the first and
+    second "Run all" of one kernel instead of to a stored copy and a third run."""
+    class Cell:  # what compare_outputs reads from the pytest item it is written for
+        colors = nocolors
+        parent = SimpleNamespace(skip_compare=_NBVAL_SKIPS, sanitize_patterns={})
+        config = None  # no pytest here: nbval falls back to its own report of the two outputs
+        ihook = SimpleNamespace(pytest_assertrepr_compare=lambda **_: [])
+        sanitize = IPyNbCell.sanitize
+        format_output_compare = IPyNbCell.format_output_compare
+        compare_outputs = IPyNbCell.compare_outputs
+
+    differ = []
+    for one, two in zip(first.cells, second.cells, strict=True):
+        if one.cell_type != "code":
+            continue
+        options = dict(find_metadata_tags(one.metadata))
+        options.update(find_comment_markers(one.source))
+        item = Cell()
+        if options.get("check") and not item.compare_outputs(
+            coalesce_streams(copy.deepcopy(two.outputs)),
+            coalesce_streams(copy.deepcopy(one.outputs)),
+        ):
+            differ.append(f"cell {one.get('id')}: " + "\n".join(item.comparison_traceback))
+    return differ
+
+
+#: nbval's skips (IPyNbFile.__init__, without --nbdime): what its comparison ignores.
+_NBVAL_SKIPS = (
+    "metadata", "traceback", "prompt_number", "output_type", "name", "execution_count",
+    "application/vnd.jupyter.widget-view+json", "image/png", "image/jpeg",
+)
 
 
 @dataclass
@@ -185,7 +243,6 @@ def validate_in_one_kernel(
 
     Each kernel start imports TensorFlow (seconds), so this checks many invalid values for
     the price of one run; :func:`execute` still proves the whole papermill path."""
-    import nbformat
     from jupyter_client.manager import start_new_kernel
     from papermill.translators import translate_parameters
 
@@ -264,7 +321,6 @@ def gif_outputs_as_html(nb):
 
 def render_html(executed: Path, html_dir: Path) -> Path:
     """Render an executed notebook to a standalone HTML page (GIF outputs included)."""
-    import nbformat
     from nbconvert import HTMLExporter
 
     html_dir.mkdir(parents=True, exist_ok=True)

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import argparse
 import io
-import json
 import re
 import sys
 import tokenize
 
 import tomllib
 
-from tools.course import NOTEBOOKS, notebook_paths
+from tools.course import NOTEBOOKS, notebook_json, notebook_paths
 
 SHOWN_FILE = NOTEBOOKS / "shown.toml"
 MAGIC_RE = re.compile(r"^\s*[%!]")
@@ -76,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{path.name}: no entry in {SHOWN_FILE.name}")
             failed += 1
             continue
-        gaps = missing(json.loads(path.read_text(encoding="utf-8")), lists[path.stem])
+        gaps = missing(notebook_json(path), lists[path.stem])
         failed += bool(gaps)
         for gap in gaps:
             print(f"{path.name}: its code cells do not show {gap}")
