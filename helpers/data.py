@@ -5,7 +5,6 @@ reached (or are already cached). Offline, or when ``COURSE_OFFLINE=1`` is set
 (the test suite sets it), the loader falls back to scikit-learn's bundled 8x8
 handwritten digits, resized and padded to the requested shape, or to generated
 images; it always says so on screen. It never substitutes silently.
-Used by: 01_runtime_check, 02, 03, 04, 05, 06.
 """
 
 from __future__ import annotations
@@ -282,7 +281,6 @@ def repeat_to(images: np.ndarray, labels: np.ndarray, count: int):
     """Repeat a small data set up to ``count`` examples (for timing, not for accuracy).
 
     Returns ``(images, labels, note)``; the note says what was done, or is empty.
-    Used by: 02.
     """
     if len(images) >= count:
         return images[:count], labels[:count], ""

@@ -1,6 +1,4 @@
 """Which accelerators this runtime has, and a plain verdict on what to do.
-
-Used by: 01_runtime_check, and through :mod:`helpers.strategy` by every notebook.
 """
 
 from __future__ import annotations
@@ -72,7 +70,6 @@ def list_gpus(smi: list[dict] | None = None) -> list[GPU]:
     """The GPUs TensorFlow can use, with name, compute capability and memory.
 
     Memory comes from ``nvidia-smi`` (matched by index) when it is there.
-    Used by: 01, 02, 06.
     """
     import tensorflow as tf
 
@@ -121,7 +118,7 @@ def detect_tpu(
     (the bare ``TPUClusterResolver()`` from older posts fails there with "Please
     provide a TPU Name"). On Kaggle the default resolver reads ``TPU_NAME``.
     Since 2025, Colab TPU runtimes may ship no TensorFlow TPU support at all;
-    then the message says what to install. Used by: 01, 05.
+    then the message says what to install.
     """
     platform = platform or detect_platform(environ)
     if not tpu_hardware_present(environ, glob):
@@ -168,8 +165,6 @@ def verdict(
     """A plain verdict: what this runtime can train on (TensorFlow on a TPU, JAX or
     PyTorch/XLA on a TPU, a GPU, or the CPU), and what to do about it. ``jax_tpu``: whether
     JAX can drive the TPU (default: :func:`jax_can_drive_tpu`).
-
-    Used by: 01.
     """
     smi = smi or []
     if tpu.usable:
@@ -224,8 +219,6 @@ def verdict(
 
 def announce(kind: str, description: str, **details) -> None:
     """Say on screen which device runs the work, and leave a record ``make run`` reads.
-
-    Used by: every notebook, once, where it states its device.
     """
     text = f"Running on: {description}"
     record = {"kind": kind, "description": description, **details}
@@ -250,8 +243,6 @@ def tpu_name(environ: Mapping[str, str] | None = None) -> str:
 
 def available_kinds(gpus: list[GPU], tpu: TPUStatus) -> dict[str, str]:
     """Device kinds present, each with a name: always "cpu", plus "gpu"/"tpu" where usable.
-
-    Used by: 02.
     """
     kinds = {"cpu": f"CPU ({os.cpu_count()} cores)"}
     if gpus:
@@ -287,7 +278,7 @@ def engines_here(
     notebooks that run on it: found from the installed distributions and the machine's device
     files, without importing any engine (a TPU serves one process at a time).
 
-    The arguments are for tests. Used by: 01."""
+    The arguments are for tests."""
     tpu = tpu_hardware_present() if hardware is None else hardware
     gpus = len(nvidia_smi()) if gpus is None else gpus
     accelerator = "TPU" if tpu else ("GPU" if gpus else None)

@@ -1,6 +1,4 @@
 """Is my model input-bound? Time the same training steps fed from memory and fed by a pipeline.
-
-Used by: 03_tfdata_pipelines and ``make bench``.
 """
 
 from __future__ import annotations
@@ -56,7 +54,7 @@ def input_bound(model, dataset, steps: int, epochs: int = 3, full_pass_first: bo
 def judge(seconds: dict[str, list[float]]) -> dict:
     """The diagnosis from epoch times: ``seconds["compute"]`` and ``seconds["pipeline"]``, one
     figure per epoch, the first of each (compiling) left out of the medians. Kept apart from
-    the timing so that it can be checked with given figures. Used by :func:`input_bound`."""
+    the timing so that it can be checked with given figures."""
     times = {name: statistics.median(values[1:]) for name, values in seconds.items()}
     ratio = times["pipeline"] / times["compute"]
     waiting = max(0.0, 1 - 1 / ratio)

@@ -1,6 +1,4 @@
 """Small display helpers: tables that read well in Colab and in plain text.
-
-Used by: every notebook.
 """
 
 from __future__ import annotations
@@ -56,8 +54,6 @@ def _cell(value: object) -> str:
 
 def image_grid(images, labels=None, class_names=None, count: int = 16, title: str = ""):
     """Show the first ``count`` images (uint8 or float, NHWC) in a square grid; return the figure.
-
-    Used by: 01, 03, 04.
     """
     import math
 

@@ -3,13 +3,13 @@ and the proof that 1 replica and N replicas compute the same update.
 
 On a CPU split into logical devices (``helpers.strategy.split_cpu``) all of it runs
 with ``MirroredStrategy``, so TPU code paths are exercised without a TPU.
-Used by: 05_data_parallel; 08 and 09 (through their plumbing modules).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from helpers.errors import invalid
 from helpers.models import replica_classifier
 from helpers.strategy import mirrored as shared_mirrored
 
@@ -29,8 +29,6 @@ def expected_replicas(accelerator: object, logical_devices: object, gpus: int, t
 def batch_rule(replicas: int | None):
     """A :mod:`helpers.params` rule: the global batch must split evenly across replicas (any
     positive integer where ``replicas`` is None: not known yet)."""
-    from helpers.params import ParameterError
-
     if replicas is None:
         from helpers.params import integer
 
@@ -43,10 +41,8 @@ def batch_rule(replicas: int | None):
             or value < replicas
             or value % replicas
         ):
-            raise ParameterError(
-                f"Invalid parameter {name}={value!r}: the global batch must be a positive "
-                f"multiple of the {replicas} replicas (e.g. {replicas * 16})."
-            )
+            raise invalid(name, value, "the global batch must be a positive multiple of the "
+                          f"{replicas} replicas (e.g. {replicas * 16})")
         return value
 
     return rule
@@ -132,7 +128,7 @@ def largest_difference(results: dict, reference: str) -> dict:
     """Per strategy (or device count): the largest absolute difference in loss and in any
     updated weight from ``reference``'s. Where the results carry their ``start`` weights,
     also ``update``: the norm of the difference between the two updates over the norm of
-    ``reference``'s update. Used by: 05 (both engines), tests."""
+    ``reference``'s update."""
     base = results[reference]
     out = {}
     for name, result in results.items():

@@ -1,7 +1,7 @@
 """What runtime this is: the platform, and the GPUs ``nvidia-smi`` sees.
 
 Notebook 01 reads the versions and the CUDA build (``tf.sysconfig.get_build_info()``) in its
-own cells. Used by: 01_runtime_check, 03, 06, and helpers that place work on GPUs.
+own cells.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ def detect_platform(environ: Mapping[str, str] | None = None, has_module=None) -
     """Return ``"colab"``, ``"kaggle"`` or ``"local"``.
 
     Colab is recognised by its ``google.colab`` package or ``COLAB_*`` variables,
-    Kaggle by its ``KAGGLE_*`` variables. Used by: 01, 05.
+    Kaggle by its ``KAGGLE_*`` variables.
     """
     env = os.environ if environ is None else environ
     has_module = has_module or (lambda name: importlib.util.find_spec(name) is not None)
@@ -67,7 +67,6 @@ def nvidia_smi(run: Callable = subprocess.run, which: Callable = shutil.which) -
     """GPUs as ``nvidia-smi`` sees them (name, driver, memory); ``[]`` without it.
 
     The driver version can only be read here; TensorFlow does not report it.
-    Used by: 01, 06.
     """
     if which("nvidia-smi") is None:
         return []

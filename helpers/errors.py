@@ -1,11 +1,9 @@
 """The course's errors and their messages, in one place.
 
 Each error's message says what happened and what to do, so that a notebook shows it as one
-line (no traceback): :data:`ONE_LINE_ERRORS` is the list :mod:`helpers.params` hands to
-IPython. :class:`helpers.params.ParameterError` stays with the validation API it belongs to
-(every rule there raises it) and is shown as one line too.
-Used by: every notebook (through the helpers that raise these errors), 06_out_of_memory (it
-catches :class:`LateConfigurationError`).
+line (no traceback): :func:`show_as_one_line` hands :data:`ONE_LINE_ERRORS` to IPython.
+:func:`invalid` builds every parameter error, so that each reads ``Invalid parameter
+name=value: what is allowed.``
 """
 
 from __future__ import annotations
@@ -40,9 +38,18 @@ def engine_too_late(what: str, setting: str, in_force: str) -> str:
 def too_late(asked: str, in_force: str, hint: str = "") -> str:
     """The "too late" message: what was asked for, what is in force instead, what to do.
 
-    For example ``too_late("4 logical CPU devices", "TensorFlow already started with 1")``.
-    Used by: 05, 06, 07 (through helpers.strategy, helpers.memory and helpers.scaling)."""
+    For example ``too_late("4 logical CPU devices", "TensorFlow already started with 1")``."""
     return f"Asked for {asked}, but {in_force}. {TOO_LATE}{hint}"
+
+
+class ParameterError(ValueError):
+    """An invalid notebook parameter (see :func:`invalid`)."""
+
+
+def invalid(name: str, value: object, allowed: str) -> ParameterError:
+    """The one way to build a parameter error: its parameter, its value and what is allowed,
+    e.g. ``Invalid parameter epochs=0: allowed: an integer of at least 1.``"""
+    return ParameterError(f"Invalid parameter {name}={value!r}: {allowed.rstrip('.')}.")
 
 
 class LateConfigurationError(RuntimeError):
@@ -109,8 +116,9 @@ class ExerciseNotDone(RuntimeError):
         super().__init__(message)
 
 
-#: Errors a notebook shows as their one line (with ParameterError, see helpers.params).
+#: Errors a notebook shows as their one line.
 ONE_LINE_ERRORS: tuple[type[BaseException], ...] = (
+    ParameterError,
     LateConfigurationError,
     AcceleratorUnavailable,
     NoTensorFlowError,
@@ -124,3 +132,33 @@ ONE_LINE_ERRORS: tuple[type[BaseException], ...] = (
     RunUnreadable,
     ExerciseNotDone,
 )
+
+
+def _one_line(shell, etype, evalue, tb, tb_offset=None):
+    """IPython custom exception handler: report the error as one line, no traceback.
+
+    IPython ignores what a custom handler returns when code fails, so it sends
+    the error itself (the cell still fails, and papermill stops there).
+    """
+    line = f"{etype.__name__}: {evalue}"
+    show = getattr(shell, "_showtraceback", None)
+    if show is not None:
+        show(etype, evalue, [line])
+    else:
+        print(line)
+    return [line]
+
+
+def show_as_one_line() -> bool:
+    """In IPython, show :data:`ONE_LINE_ERRORS` as their one line (the cell still fails);
+    elsewhere do nothing. Called where they are raised first (:func:`helpers.params.validate`,
+    the engine checks), never at import. Returns whether a shell took it."""
+    try:
+        from IPython import get_ipython
+    except ImportError:  # plain Python: tracebacks stay
+        return False
+    shell = get_ipython()
+    if shell is None:
+        return False
+    shell.set_custom_exc(ONE_LINE_ERRORS, _one_line)
+    return True

@@ -6,7 +6,6 @@ Notebook 04 shows the lesson itself in its own cells (the models' construction, 
 epoch batches, the run's history (losses, grids, scores), the GIF, the curves, where the
 run lives (Drive on Colab). Notebook 05 runs notebook 04's step itself under a
 ``tf.distribute`` strategy: there is one GAN step in the course.
-Used by: 04_dcgan, 05_data_parallel, ``make bench``.
 """
 
 from __future__ import annotations
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from helpers.errors import invalid
 from helpers.precision import mixed_policy_for
 
 PRECISIONS = ("auto", "float32", "mixed_float16", "mixed_bfloat16")
@@ -83,7 +83,7 @@ def run_batches(make_dataset, epochs: int, steps_per_epoch: int, step: int = 0):
     steps_per_epoch`` to ``epochs``, each ``make_dataset(epoch)`` (the same order every time it
     is asked for the same epoch), skipping the batches a resumed epoch already trained on.
     One stream, one iterator: an iterator per epoch cost 0.2-4 s each time one was released,
-    measured on a CPU, which halved the epochs' images/s. Used by: 04."""
+    measured on a CPU, which halved the epochs' images/s."""
     import tensorflow as tf
 
     first = step // steps_per_epoch
@@ -104,25 +104,16 @@ def architecture_for(shape, requested: str = "auto") -> str:
 
 def architecture_rule(shape):
     """A :mod:`helpers.params` rule: the architecture must fit the data set's image size."""
-    from helpers.params import ParameterError
-
     def rule(name: str, value: object) -> object:
         allowed = ("auto", "tutorial", "dcgan")
         if value not in allowed:
-            raise ParameterError(
-                f"Invalid parameter {name}={value!r}: allowed values are "
-                + ", ".join(map(repr, allowed))
-                + "."
-            )
+            raise invalid(name, value, "allowed values are " + ", ".join(map(repr, allowed)))
         fits = {
             "tutorial": tuple(shape[:2]) == (28, 28),
             "dcgan": shape[0] == shape[1] and shape[0] in (32, 64),
         }
         if value != "auto" and not fits[value]:
-            raise ParameterError(
-                f"Invalid parameter {name}={value!r}: it does not make "
-                f"{shape[0]}x{shape[1]} images; use 'auto'."
-            )
+            raise invalid(name, value, f"it does not make {shape[0]}x{shape[1]} images; use 'auto'")
         return value
 
     return rule
@@ -133,7 +124,7 @@ def architecture_rule(shape):
 
 class History:
     """A run's losses (``[step, d_loss, g_loss]`` rows), epoch rows (grid, images/s, score)
-    and the epoch grids, kept in ``directory`` beside the checkpoints. Used by: 04.
+    and the epoch grids, kept in ``directory`` beside the checkpoints.
 
     :meth:`save` writes ``history.json`` atomically (never half-written); :meth:`load` reads
     it back trimmed to the restored checkpoint's step, so a run killed after its last save
@@ -206,20 +197,16 @@ def save_grid(images: np.ndarray, path, columns: int = 4) -> Path:
 
 
 def make_gif(grids: list[Path], path, scale: int = 4, ms_per_frame: int = 400) -> Path:
-    """An animated GIF of the epoch grids, enlarged ``scale`` times. Used by: 04.
+    """An animated GIF of the epoch grids, enlarged ``scale`` times.
 
-    No grids (no epoch finished yet) raise :class:`helpers.params.ParameterError` saying so,
+    No grids (no epoch finished yet) raise :class:`helpers.errors.ParameterError` saying so,
     and no file is written: a GIF of no frames cannot be made."""
     from PIL import Image
 
-    from helpers.params import ParameterError
-
     grids = list(grids)
     if not grids:
-        raise ParameterError(
-            "Invalid parameter grids=[]: no epoch grids to animate; allowed: a list of one or "
-            "more grid images (History.grids() lists one per finished epoch)."
-        )
+        raise invalid("grids", [], "no epoch grids to animate; allowed: a list of one or more "
+                      "grid images (History.grids() lists one per finished epoch)")
     frames = []
     for grid in grids:
         image = Image.open(grid)
@@ -229,8 +216,7 @@ def make_gif(grids: list[Path], path, scale: int = 4, ms_per_frame: int = 400) -
 
 
 def plot_history(history: dict, real: dict | None = None):
-    """Loss curves, and the score per epoch against real images' score where known.
-    Used by: 04."""
+    """Loss curves, and the score per epoch against real images' score where known."""
     import matplotlib.pyplot as plt
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.5))
@@ -272,7 +258,7 @@ def drive_wanted(use_drive, platform: str | None = None) -> bool:
 def run_directory(run_dir: str, use_drive=False, platform: str | None = None) -> Path:
     """Where a run keeps its files: ``run_dir``, or inside Google Drive on Colab, so that
     checkpoints outlive the runtime (``use_drive`` "auto": on Colab). Mounting Drive asks for
-    permission once. Prints which, and whether it survives a disconnect. Used by: 04."""
+    permission once. Prints which, and whether it survives a disconnect."""
     from helpers.environment import detect_platform
 
     platform = platform or detect_platform()

@@ -5,7 +5,6 @@ Batch norm runs TensorFlow's fused kernel and dropout draws half the random bits
 (:mod:`helpers.layers`), except in the tutorial baseline. Under a mixed-precision policy
 the generator's ``tanh`` output and the discriminator's logits stay float32, so losses are
 computed in full precision.
-Used by: 04_dcgan, 08_tpu_keras_jax (the tutorial pair, on JAX).
 """
 
 from __future__ import annotations
@@ -163,7 +162,7 @@ def build_pair(
     """Generator and discriminator for images of ``shape`` (28x28 for "tutorial",
     32x32 or 64x64 for "dcgan"); ``synchronized`` batch norm in both networks; ``dropout``
     in the tutorial's discriminator. ``fused_bn`` / ``fast_dropout`` False: Keras's own
-    batch norm / dropout (the tutorial's, as 04's ablation measures). Used by: 04, 05."""
+    batch norm / dropout (the tutorial's, as 04's ablation measures)."""
     if architecture == "tutorial":
         if shape[:2] != (28, 28):
             raise ValueError(f"the tutorial DCGAN makes 28x28 images, not {shape[:2]}")

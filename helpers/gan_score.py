@@ -3,7 +3,6 @@
 features, without downloading Inception.
 
 Higher score and lower distance are better; real images set the reference.
-Used by: 04_dcgan.
 """
 
 from __future__ import annotations
@@ -31,7 +30,6 @@ def frechet_distance(a: np.ndarray, b: np.ndarray, eps: float = 1e-6) -> float:
     early generators make near-identical images, and few samples give rank-deficient
     covariances), ``eps`` is added to both covariances' diagonals and the root taken again;
     its real part is used (rounding leaves a tiny imaginary one). Needs scipy.
-    Used by: 04 (through :class:`Scorer`).
     """
     from scipy import linalg
 

@@ -9,7 +9,6 @@ logged with its start and end, so a timeline shows what overlaps.
 This module is the harness (simulated files and decoding, timing, timelines); the
 transformations compared are the notebook's own (``helpers.lessons.tfdata_pipelines``).
 The idea is TF's data-performance guide's; the code is ours.
-Used by: 03_tfdata_pipelines and ``make bench``.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ records the step as a whole, ``dcgan_vs_tutorial``).
 Both choose by feature, not by version: where this runtime lacks what the faster path needs
 (Keras on another backend than TensorFlow, a Keras without ``renorm`` or a ``SeedGenerator``
 on its layers, ...), they compute as Keras's own layer does. :func:`describe` says which
-path ran. Used by: 04_dcgan, 05_data_parallel (through :mod:`helpers.gan_models`).
+path ran.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ USED: dict[str, set[str]] = {"batch norm": set(), "dropout": set()}
 def describe() -> str:
     """One line saying how our batch norm and dropout computed in this process, e.g.
     ``batch norm: TensorFlow's fused kernel (FusedBatchNormV3); dropout: 16 random bits per
-    element``, or Keras's own ops and why. Used by: 04_dcgan."""
+    element``, or Keras's own ops and why."""
     return "; ".join(
         f"{kind}: {' and '.join(sorted(paths)) if paths else 'not run yet'}"
         for kind, paths in USED.items()

@@ -2,7 +2,7 @@
 
 TensorFlow prints start-up chatter from C++ (oneDNN notices, CPU feature
 notices, CUDA factory registrations) and Python warnings that say nothing to a
-learner. Used by every notebook, in its Setup cell.
+learner.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import tempfile
 import threading
 import warnings
 
+from helpers import errors
 from helpers.errors import NoTensorFlowError
 
 #: Environment variables read by TensorFlow's C++ runtime when it loads.
@@ -35,7 +36,7 @@ def quiet_native_logs(environ: dict | None = None) -> dict:
 
     Values the user already set are kept (``setdefault``), so
     ``TF_CPP_MIN_LOG_LEVEL=0`` still brings everything back. Returns what is in
-    force. Called when :mod:`helpers` is imported. Used by: every notebook.
+    force. Called when :mod:`helpers` is imported.
     """
     env = os.environ if environ is None else environ
     for key, value in NATIVE_LOG_SETTINGS.items():
@@ -71,8 +72,7 @@ RUN_WITHOUT_TENSORFLOW: tuple[str, ...] = ("08_tpu_keras_jax", "09_tpu_pytorch_x
 
 def no_tensorflow_message(runs_here: tuple[str, ...] | None = None) -> str:
     """What a runtime without TensorFlow lacks, and what to do about it, in one line; it points
-    at ``runs_here`` (default: :data:`RUN_WITHOUT_TENSORFLOW`).
-    Used by: every notebook (Setup, through :func:`import_tensorflow`)."""
+    at ``runs_here`` (default: :data:`RUN_WITHOUT_TENSORFLOW`)."""
     runs_here = RUN_WITHOUT_TENSORFLOW if runs_here is None else runs_here
     elsewhere = ""
     if runs_here:
@@ -92,7 +92,6 @@ def import_tensorflow():
     applies, so they are filtered from the process's stderr during the import.
     Anything else written there (a real error) is passed on. Without TensorFlow
     it raises :class:`NoTensorFlowError`, which IPython shows as one line.
-    Used by: every notebook (Setup).
     """
     quiet_native_logs()
     if "tensorflow" in sys.modules:
@@ -106,9 +105,7 @@ def import_tensorflow():
     except ModuleNotFoundError as error:
         if error.name != "tensorflow":
             raise
-        from helpers.params import install_ipython_handler
-
-        install_ipython_handler(NoTensorFlowError)
+        errors.show_as_one_line()
         raise NoTensorFlowError(no_tensorflow_message(), name="tensorflow") from None
     quiet()
     return tf
@@ -256,7 +253,6 @@ def native_noise_filtered():
     the filter process writes everything it still holds, so a crash is never swallowed.
     Where no process can be started, the block's output is captured in a file and passed
     on at the end (all of it when the block raised). Nested blocks share the outer one.
-    Used by: every notebook (through :func:`import_tensorflow`), 02, 04, 05.
     """
     with _FILTER.lock:
         outer = _FILTER.depth == 0
@@ -309,7 +305,7 @@ def _captured_to_file():
 def quiet() -> None:
     """Quiet TensorFlow's Python-side loggers and the warnings learners can't act on.
 
-    Call after ``import tensorflow``. Used by: every notebook (Setup).
+    Call after ``import tensorflow``.
     """
     quiet_native_logs()
     logging.getLogger("tensorflow").setLevel(logging.ERROR)

@@ -2,8 +2,6 @@
 late, memory measured in a child process, the largest-batch search, and the memory estimate.
 The lessons themselves (memory growth and limits, catching an OOM, gradient accumulation) are
 written in the notebook's cells (helpers.lessons.out_of_memory holds its ``#@save`` ones).
-
-Used by: 06_out_of_memory.
 """
 
 from __future__ import annotations
@@ -37,7 +35,7 @@ def late_error(error: BaseException, asked: str) -> LateConfigurationError:
     ``error`` is what TensorFlow raised (``RuntimeError: Physical devices cannot be modified
     after being initialized``, ``Virtual devices cannot ...``, or the ``ValueError`` for memory
     growth on top of a limit); ``asked`` says what was asked for. The notebook raises or prints
-    the result. Used by: 06_out_of_memory.
+    the result.
     """
     if "virtual devices configured" in str(error):
         return LateConfigurationError(f"Asked for {asked}, too late. {CANNOT_SWITCH}")
@@ -46,7 +44,7 @@ def late_error(error: BaseException, asked: str) -> LateConfigurationError:
 
 def gpu_used_mb(index: int = 0) -> float | None:
     """GPU ``index``'s memory in use, all processes together, as ``nvidia-smi`` reports it
-    (MiB); None without nvidia-smi. Used by: 06_out_of_memory."""
+    (MiB); None without nvidia-smi."""
     from helpers.environment import nvidia_smi
 
     gpus = nvidia_smi()
@@ -72,7 +70,6 @@ def peak_rss_mb() -> float:
     ``ru_maxrss`` is not: a process started with fork and exec (a ``spawn`` child) inherits
     the parent's resident size at the fork in it, so a child of a large notebook kernel reads
     the kernel's size, not its own. ``ru_maxrss`` is the fallback elsewhere (bytes on macOS).
-    Used by: 06_out_of_memory (in its child processes).
     """
     hwm = _status_mb("VmHWM")
     if hwm is not None:
@@ -83,8 +80,7 @@ def peak_rss_mb() -> float:
 
 def reset_peak_rss() -> bool:
     """Restart the peak (``VmHWM``) from the resident memory now (Linux 4.0+ ``clear_refs``).
-    Returns False where that is not possible: the peak then runs on from the process start.
-    Used by: 06_out_of_memory (in its child processes)."""
+    Returns False where that is not possible: the peak then runs on from the process start."""
     try:
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")
@@ -284,7 +280,7 @@ def run_in_child(target, task, timeout: float = 600, what: str = "") -> dict:
     within ``timeout`` seconds kills the child and raises :class:`ChildTimeout`. An error
     inside the child comes back as ``RuntimeError("the child process failed: ...")``, or as
     :class:`ChildOutOfMemory` when it was an out-of-memory error. The child never outlives
-    this call (an interrupt included). Used by: 06_out_of_memory (through train_in_child).
+    this call (an interrupt included).
     """
     import multiprocessing
     import time

@@ -4,7 +4,6 @@ Each row carries a probe run against the TensorFlow in this runtime, so the
 notebook shows, live, that the old call is gone. Source of the facts:
 TF 2.21 / Keras 3 release notes (summarised in the course's reference notes), and
 Keras 3's own errors: the ``ModelCheckpoint`` and ``fit`` probes call the real API.
-Used by: 01_runtime_check.
 """
 
 from __future__ import annotations
@@ -137,5 +136,5 @@ MIGRATIONS = [
 
 
 def migration_rows() -> list[list[str]]:
-    """Rows of (seen in posts, use today, what this runtime says). Used by: 01."""
+    """Rows of (seen in posts, use today, what this runtime says)."""
     return [[m.old, m.new, m.probe()] for m in MIGRATIONS]

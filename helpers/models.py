@@ -2,8 +2,6 @@
 
 Every classifier of the course lives here: ``mnist_cnn`` and ``cifar_cnn`` (02, 06),
 ``replica_classifier`` (05, 07) and ``scoring_classifier`` (04's image scores).
-Used by: 02_gpu_vs_cpu_benchmark, 04_dcgan, 05_data_parallel, 06_out_of_memory,
-07_scale_out_profile.
 """
 
 from __future__ import annotations
@@ -63,9 +61,7 @@ def replica_classifier(
 ):
     """A small CNN with batch norm; float32 logits and loss under a bf16 policy.
 
-    ``synchronized``: batch-norm statistics over the global batch (all replicas) or per replica.
-    Used by: 05_data_parallel, 08_tpu_keras_jax (under Keras on JAX), 07_scale_out_profile (through
-    helpers.scaling, helpers.profiling and helpers.multiworker)."""
+    ``synchronized``: batch-norm statistics over the global batch (all replicas) or per replica."""
     import keras
     from keras import layers
 
@@ -82,8 +78,7 @@ def replica_classifier(
 
 
 def scoring_classifier(shape, classes: int):
-    """Small convnet whose ``features`` layer gives the embedding for the Fréchet distance.
-    Used by: 04_dcgan (through helpers.gan_score.Scorer)."""
+    """Small convnet whose ``features`` layer gives the embedding for the Fréchet distance."""
     import keras
     from keras import layers
 

@@ -10,7 +10,7 @@ collects what the chief reports (:func:`report_step`).
 
 Recovery: when a worker dies, the others would wait for it in the next all-reduce, so the
 launcher stops them all and starts the cluster again; the script restores the chief's newest
-checkpoint. Used by: 07_scale_out_profile.
+checkpoint.
 
 No worker outlives its launcher: :func:`run_cluster` stops them all (each worker's whole process
 group, with SIGKILL) on any exit, an exception or ``KeyboardInterrupt`` (Jupyter's "interrupt")
@@ -135,7 +135,7 @@ def write_data(work_dir, x, y) -> Path:
 def worker_script(notebook) -> str:
     """The worker script that ``notebook`` (07's) writes with its ``%%writefile {worker_py}``
     cells, in order: what the tests and ``make bench`` run, so the notebook stays its one
-    source. Used by: tests/test_multiworker.py, tools/bench.py."""
+    source."""
     nb = json.loads(Path(notebook).read_text(encoding="utf-8"))
     parts = []
     for cell in nb["cells"]:
@@ -148,8 +148,7 @@ def worker_script(notebook) -> str:
 
 
 def report_step(work_dir, attempt: int, step: int, loss: float, seconds: float) -> None:
-    """In the chief: append one step's loss and time to the file the launcher watches.
-    Used by: 07_scale_out_profile (its worker script)."""
+    """In the chief: append one step's loss and time to the file the launcher watches."""
     record = {"attempt": attempt, "step": step, "loss": loss, "seconds": seconds}
     with (Path(work_dir) / PROGRESS_FILE).open("a") as f:
         f.write(json.dumps(record) + "\n")
@@ -304,8 +303,7 @@ def _stop_all() -> None:
 def follow_launcher(interval_s: float = 1.0) -> threading.Thread | None:
     """In a worker: end this process (SIGKILL) as soon as the process that launched it is
     gone, for a launcher killed outright (which runs no cleanup). Returns the watching thread,
-    or None when this process was not started by :func:`run_cluster`.
-    Used by: 07_scale_out_profile (its worker script)."""
+    or None when this process was not started by :func:`run_cluster`."""
     launcher = os.environ.get(LAUNCHER_ENV)
     if not launcher:
         return None

@@ -2,7 +2,7 @@
 
 The panel only collects choices and calls the same functions the notebook
 runs headlessly; without a widget frontend (papermill, nbval) it is built and
-shown as text, and never waits for input. Used by: 02_gpu_vs_cpu_benchmark.
+shown as text, and never waits for input.
 """
 
 from __future__ import annotations

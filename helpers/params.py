@@ -4,7 +4,6 @@ Every notebook calls :func:`validate` in the cell right after its
 ``parameters`` cell. An invalid value raises :class:`ParameterError` whose
 message names the parameter, the value given and what is allowed; inside
 IPython the error shows as that one line, not a traceback.
-Used by: every notebook.
 """
 
 from __future__ import annotations
@@ -14,18 +13,13 @@ import os
 from collections.abc import Callable, Iterable
 from types import SimpleNamespace
 
-from helpers import errors
+from helpers import errors, workdirs
+from helpers.errors import ParameterError, invalid
+
+__all__ = ["ParameterError"]  # raised by every rule here; defined in helpers.errors
 
 Rule = Callable[[str, object], object]
 ACCELERATORS = ("auto", "cpu", "gpu", "tpu")
-
-
-class ParameterError(ValueError):
-    """An invalid notebook parameter."""
-
-
-def _fail(name: str, value: object, allowed: str) -> ParameterError:
-    return ParameterError(f"Invalid parameter {name}={value!r}: {allowed}.")
 
 
 def _same(value: object, choice: object) -> bool:
@@ -38,7 +32,7 @@ def one_of(*choices: object) -> Rule:
 
     def rule(name: str, value: object) -> object:
         if not any(_same(value, choice) for choice in choices):
-            raise _fail(name, value, "allowed values are " + ", ".join(map(repr, choices)))
+            raise invalid(name, value, "allowed values are " + ", ".join(map(repr, choices)))
         return value
 
     return rule
@@ -57,9 +51,9 @@ def integer(minimum: int | None = None, maximum: int | None = None) -> Rule:
 
     def rule(name: str, value: object) -> object:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise _fail(name, value, allowed)
+            raise invalid(name, value, allowed)
         if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
-            raise _fail(name, value, allowed)
+            raise invalid(name, value, allowed)
         return value
 
     return rule
@@ -71,11 +65,11 @@ def number(minimum: float | None = None, maximum: float | None = None) -> Rule:
 
     def rule(name: str, value: object) -> object:
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise _fail(name, value, allowed)
+            raise invalid(name, value, allowed)
         if not math.isfinite(value):  # NaN passes every comparison below
-            raise _fail(name, value, allowed + " (a finite one)")
+            raise invalid(name, value, allowed + " (a finite one)")
         if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
-            raise _fail(name, value, allowed)
+            raise invalid(name, value, allowed)
         return float(value)
 
     return rule
@@ -86,7 +80,7 @@ def boolean() -> Rule:
 
     def rule(name: str, value: object) -> object:
         if not isinstance(value, bool):
-            raise _fail(name, value, "expected True or False")
+            raise invalid(name, value, "expected True or False")
         return value
 
     return rule
@@ -97,7 +91,7 @@ def check(test: Callable[[object], bool], allowed: str) -> Rule:
 
     def rule(name: str, value: object) -> object:
         if not test(value):
-            raise _fail(name, value, allowed)
+            raise invalid(name, value, allowed)
         return value
 
     return rule
@@ -109,18 +103,16 @@ def folder(inside: str | None = None) -> Rule:
     the working folder, one above it, home or ``/``. Returns the name as given.
 
     ``inside``: the folder the name is taken relative to, and must lie strictly within
-    (04 with ``use_drive``: Drive's ``MyDrive``). Used by: 03, 04, 05, 07.
+    (04 with ``use_drive``: Drive's ``MyDrive``).
     """
     from pathlib import Path
 
-    from helpers import workdirs
-
     def rule(name: str, value: object) -> object:
         if not isinstance(value, str) or not value.strip() or "\0" in value:
-            raise _fail(name, value, "expected a folder name; allowed: " + workdirs.ALLOWED)
+            raise invalid(name, value, "expected a folder name; allowed: " + workdirs.ALLOWED)
         if value.startswith("~"):  # Python does not expand it: it would make a folder named ~
             full = os.path.expanduser(value)
-            raise _fail(name, value, "~ is not expanded here: give the full path"
+            raise invalid(name, value, "~ is not expanded here: give the full path"
                         + (f" ({full})" if full != value else ""))
         path = Path(value)
         if inside is not None:
@@ -137,15 +129,14 @@ def folder(inside: str | None = None) -> Rule:
 
 def accelerator(available: Callable[[], list[str]]) -> Rule:
     """An ``accelerator`` parameter: one of "auto", "cpu", "gpu", "tpu", and one this runtime
-    has (``available()`` lists those; it is asked only for a known value).
-    Used by: 01, 05 (through helpers.strategy and helpers.engines)."""
+    has (``available()`` lists those; it is asked only for a known value)."""
 
     def rule(name: str, value: object) -> object:
         if value not in ACCELERATORS:
-            raise _fail(name, value, f"allowed values are {', '.join(map(repr, ACCELERATORS))}")
+            raise invalid(name, value, f"allowed values are {', '.join(map(repr, ACCELERATORS))}")
         here = available()
         if value not in here:
-            raise _fail(name, value, f"this runtime has no {str(value).upper()}; allowed here: "
+            raise invalid(name, value, f"this runtime has no {str(value).upper()}; allowed here: "
                         f"{', '.join(map(repr, here))}")
         return value
 
@@ -157,17 +148,17 @@ def list_of(item: Rule, allowed: str, min_length: int = 1, unique: bool = True) 
 
     def rule(name: str, value: object) -> object:
         if not isinstance(value, list | tuple) or len(value) < min_length:
-            raise _fail(name, value, allowed)
+            raise invalid(name, value, allowed)
         try:
             repeats = unique and len(set(value)) != len(value)
         except TypeError:  # an item that cannot be one (a list in the list)
-            raise _fail(name, value, allowed) from None
+            raise invalid(name, value, allowed) from None
         if repeats:
-            raise _fail(name, value, allowed + " (no repeats)")
+            raise invalid(name, value, allowed + " (no repeats)")
         try:
             return [item(name, each) for each in value]
         except ParameterError:
-            raise _fail(name, value, allowed) from None
+            raise invalid(name, value, allowed) from None
 
     return rule
 
@@ -181,7 +172,7 @@ def enough_images(global_batch: object, batches: int = 2) -> Rule:
             return value
         whole = isinstance(value, int) and not isinstance(value, bool)
         if whole and value < batches * global_batch:
-            raise _fail(name, value, f"at least {batches} global batches "
+            raise invalid(name, value, f"at least {batches} global batches "
                         f"({batches * global_batch} images for global_batch_size={global_batch})")
         return value
 
@@ -209,6 +200,7 @@ def validate(echo: bool = True, **specs: tuple[object, Rule]) -> SimpleNamespace
     >>> p.epochs
     3
     """
+    errors.show_as_one_line()  # in IPython, what the rules raise shows as one line
     values = {}
     for name, spec in specs.items():
         if not (isinstance(spec, tuple) and len(spec) == 2 and callable(spec[1])):
@@ -226,42 +218,3 @@ def show(params: SimpleNamespace, names: Iterable[str] | None = None) -> str:
     items = vars(params)
     names = list(items) if names is None else list(names)
     return ", ".join(f"{name}={items[name]!r}" for name in names)
-
-
-def _one_line(shell, etype, evalue, tb, tb_offset=None):
-    """IPython custom exception handler: report the error as one line, no traceback.
-
-    IPython ignores what a custom handler returns when code fails, so it sends
-    the error itself (the cell still fails, and papermill stops there).
-    """
-    line = f"{etype.__name__}: {evalue}"
-    show = getattr(shell, "_showtraceback", None)
-    if show is not None:
-        show(etype, evalue, [line])
-    else:
-        print(line)
-    return [line]
-
-
-#: Errors IPython shows as their one line: ParameterError and every error of
-#: :mod:`helpers.errors`; :func:`install_ipython_handler` adds more (IPython keeps one
-#: handler, for one tuple of types).
-ONE_LINE_ERRORS: list[type[BaseException]] = [ParameterError, *errors.ONE_LINE_ERRORS]
-
-
-def install_ipython_handler(*errors: type[BaseException]) -> bool:
-    """Show :data:`ONE_LINE_ERRORS` (and ``errors``) in IPython as one line (the cell still
-    fails)."""
-    ONE_LINE_ERRORS.extend(e for e in errors if e not in ONE_LINE_ERRORS)
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return False
-    shell = get_ipython()
-    if shell is None:
-        return False
-    shell.set_custom_exc(tuple(ONE_LINE_ERRORS), _one_line)
-    return True
-
-
-install_ipython_handler()

@@ -6,7 +6,6 @@ augment, batch, prefetch tail, ``ignore_errors``) are written in the notebook's 
 the ones other places reuse are in ``helpers.lessons.tfdata_pipelines``, generated from them.
 What stays here is what the lesson is not about: writing an image folder to read from,
 damaging a file on purpose, a memory-fit rule and timing epochs.
-Used by: 03_tfdata_pipelines.
 """
 
 from __future__ import annotations
@@ -15,8 +14,7 @@ from pathlib import Path
 
 
 def write_image_folder(x, y, directory, class_names) -> int:
-    """Save images as PNG files in one sub-folder per class; returns how many were written.
-    Used by: 03."""
+    """Save images as PNG files in one sub-folder per class; returns how many were written."""
     from PIL import Image
 
     directory = Path(directory)
@@ -29,8 +27,7 @@ def write_image_folder(x, y, directory, class_names) -> int:
 
 
 def corrupt_file(path, at: float = 0.5, length: int = 16) -> None:
-    """Overwrite ``length`` bytes in the middle of a file (for demonstrations and tests).
-    Used by: 03."""
+    """Overwrite ``length`` bytes in the middle of a file (for demonstrations and tests)."""
     path = Path(path)
     data = bytearray(path.read_bytes())
     start = int(len(data) * at)
@@ -40,13 +37,13 @@ def corrupt_file(path, at: float = 0.5, length: int = 16) -> None:
 
 def fits_on_device(nbytes: int, free_bytes: int, margin: float = 0.5) -> bool:
     """Whether a data set of ``nbytes`` may be pinned on a device with ``free_bytes``,
-    keeping ``margin`` of the memory for the model and its activations. Used by: 03."""
+    keeping ``margin`` of the memory for the model and its activations."""
     return nbytes <= free_bytes * (1 - margin)
 
 
 def epoch_seconds(ds, epochs: int = 3) -> dict:
     """Iterate ``ds`` for ``epochs`` epochs: the first epoch apart (it fills caches and
-    warms up), the steady state as the median of the rest. Used by: 03."""
+    warms up), the steady state as the median of the rest."""
     from helpers.timing import measure, no_sync
 
     def one_epoch():

@@ -1,9 +1,5 @@
 """The mixed-precision policy: which Keras dtype policy suits a device, and a block that
 uses one and restores the previous policy after it.
-
-Used by: 02_gpu_vs_cpu_benchmark (through helpers.throughput), 04_dcgan (through
-helpers.gan), 05_data_parallel (through helpers.distribute), 06_out_of_memory (through
-helpers.memory's child processes).
 """
 
 from __future__ import annotations

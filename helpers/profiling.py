@@ -5,7 +5,6 @@ planes (the host, each GPU or TPU), lines (threads, GPU streams) and timed event
 needs only the proto that ships with TensorFlow, so the notebook can show the top operations,
 the share of step time spent waiting for input, and device idle time, even where the
 TensorBoard profile plugin is not installed (it is not, with TF 2.21).
-Used by: 07_scale_out_profile.
 """
 
 from __future__ import annotations
@@ -63,8 +62,7 @@ class TraceSummary:
 def trace_file(logdir, since: float) -> Path:
     """The ``.xplane.pb`` a capture into ``logdir`` that began at ``since`` (``time.time()``)
     wrote. Runs are folders named by the second they started in: a second capture in the same
-    second rewrites the same file, so this looks at when files were written, not at new names.
-    Used by: 07_scale_out_profile (its ``capture``)."""
+    second rewrites the same file, so this looks at when files were written, not at new names."""
     files = Path(logdir).glob("plugins/profile/*/*.xplane.pb")
     new = [p for p in files if p.stat().st_mtime >= since]
     if not new:

@@ -3,7 +3,6 @@
 Achieved TFLOP/s for float32, float16 and bfloat16 over a sweep of sizes, on
 each device present; on the CPU, NumPy's BLAS on the same sizes in the same run
 is the anchor, since a CPU's peak depends on its exact model and clock.
-Used by: 02_gpu_vs_cpu_benchmark and ``make bench``.
 """
 
 from __future__ import annotations
@@ -250,7 +249,7 @@ def plot(records: list[dict], title: str = "Matmul throughput vs size"):
 def tf_vs_numpy(records: list[dict], cpu: str, size: int | None = None) -> dict:
     """TensorFlow's float32 matmul against NumPy's BLAS on the CPU, same size, same run.
 
-    ``size`` defaults to the largest measured. Used by: 02, ``make bench``.
+    ``size`` defaults to the largest measured.
     """
     size = size or max(r["size"] for r in records)
 

@@ -3,7 +3,6 @@
 Real GPUs where there are several; one GPU split into logical GPUs; or the CPU split into
 logical devices. Split devices share the same hardware, so they show the cost of replication
 (copies, all-reduces), not a speedup: the notebook says which case ran.
-Used by: 07_scale_out_profile.
 """
 
 from __future__ import annotations

@@ -2,7 +2,6 @@
 
 The CPU can be split into N logical devices first, so that multi-replica code
 (``MirroredStrategy``) runs and is tested without the hardware.
-Used by: 01_runtime_check, and every notebook that trains.
 """
 
 from __future__ import annotations
@@ -36,7 +35,7 @@ def mirrored(devices: list[str], reduce_to_one: bool = False):
     collective instance"); reusing one object avoids that. Strategies over *overlapping*
     sets (CPU:0-1 and CPU:0-3) clash too ("joining a group with size 4, but that group has
     size 2"): ``reduce_to_one=True`` sums on one device instead of with collectives, so
-    several of them can live in one process. Used by: 05, 07.
+    several of them can live in one process.
     """
     import tensorflow as tf
 
@@ -57,7 +56,6 @@ def tpu_strategy(resolver):
     ``initialize_tpu_system`` wipes the TPU's memory: run a second time (a second "Run all"
     in the same kernel) it would invalidate every variable that already lives there. So the
     first call initialises and later calls for the same TPU reuse that strategy.
-    Used by: 05 (through choose_strategy).
     """
     import tensorflow as tf
 
@@ -78,7 +76,6 @@ def split_cpu(count: int) -> int:
     Asking again for the count already in force is fine. Asking for another
     count after TensorFlow has started raises :class:`LateConfigurationError`
     with what to do (restart the kernel), instead of TF's cryptic RuntimeError.
-    Used by: 05, 07 (and tests of distributed code).
     """
     import tensorflow as tf
 
@@ -100,7 +97,7 @@ def split_cpu(count: int) -> int:
 
 
 def available_accelerators(tpu: TPUStatus | None = None, gpus: list | None = None) -> list[str]:
-    """The values of ``accelerator`` that this runtime can honour. Used by: every notebook."""
+    """The values of ``accelerator`` that this runtime can honour."""
     gpus = list_gpus() if gpus is None else gpus
     tpu = detect_tpu() if tpu is None else tpu
     return ["auto", "cpu"] + (["gpu"] if gpus else []) + (["tpu"] if tpu.usable else [])
@@ -110,7 +107,7 @@ def accelerator_rule(tpu: TPUStatus | None = None, gpus: list | None = None):
     """A :mod:`helpers.params` rule: the accelerator asked for must be on this runtime.
 
     Asking for a TPU where there is none fails in the validation cell, with one
-    line saying what this runtime has. Used by: every notebook's validation cell.
+    line saying what this runtime has.
     """
     from helpers.params import accelerator
 
@@ -130,7 +127,6 @@ def choose_strategy(
     when that is 2 or more: they stand in for TPU cores or GPUs). Asking for "gpu"
     or "tpu" where there is none raises :class:`AcceleratorUnavailable`: never
     silently run on something else.
-    Used by: 01, 02, 04, 05, 07.
     """
     import tensorflow as tf
 

@@ -6,7 +6,6 @@ Notebook 02 writes the training itself in its own cells (``OneDeviceStrategy``,
 first epoch traces and compiles, so it is reported apart; the steady state is the median of
 the later epochs. Keras reads the loss back at each epoch's end, so the epoch clock includes
 the device's work.
-Used by: 02_gpu_vs_cpu_benchmark (:func:`epoch_timer` also by 05, diagnose, distribute).
 """
 
 from __future__ import annotations
@@ -29,7 +28,7 @@ def epoch_result(
     """One training run's result from its epochs' seconds (:func:`epoch_timer`).
 
     The first epoch (tracing, compiling) is kept apart; the steady state is the median of the
-    later ones, and images/s is ``images`` per steady-state epoch. Used by: 02.
+    later ones, and images/s is ``images`` per steady-state epoch.
     """
     if len(seconds) < 2:
         raise ValueError(f"got {len(seconds)} epoch time(s); need at least 2: the first compiles")
@@ -68,9 +67,7 @@ def _epoch_timer_class():
 
 
 def epoch_timer():
-    """A Keras callback recording each epoch's wall-clock seconds in ``.seconds``.
-
-    Used by: 02, 05, and helpers.diagnose and helpers.distribute."""
+    """A Keras callback recording each epoch's wall-clock seconds in ``.seconds``."""
     return _epoch_timer_class()()
 
 
@@ -115,7 +112,7 @@ def plot_batch_sweep(results: list[dict], title: str = "Throughput vs batch size
 
 def speedup_lines(results: list[dict]) -> list[str]:
     """What the measurements say: each accelerator's speedup over the CPU on the same model
-    (runs paired by ``label``), or why there is none. Used by: 02."""
+    (runs paired by ``label``), or why there is none."""
     cpus = {r["label"]: r for r in results if r["kind"] == "cpu"}
     pairs = [(r, cpus[r["label"]]) for r in results if r["kind"] != "cpu" and r["label"] in cpus]
     if not pairs:
@@ -131,9 +128,7 @@ def speedup_lines(results: list[dict]) -> list[str]:
 
 
 def knob_lines(runs: list[dict]) -> list[str]:
-    """Each knob's effect as a ratio of images/s to the first run (the float32 baseline).
-
-    Used by: 02."""
+    """Each knob's effect as a ratio of images/s to the first run (the float32 baseline)."""
     base, lines = runs[0], []
     for run in runs[1:]:
         ratio = speedup(run, base)

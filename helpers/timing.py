@@ -6,8 +6,7 @@ done. The first call of a ``tf.function`` also traces and compiles. Timing one
 first call without a sync (what many posts do) measures neither the compute
 nor its steady state. Notebook 02 writes the technique out in its own cells, next to
 the naive way and ``timeit``; this module is the same technique as the harness the rest
-of the course uses. Used by: every benchmark in the course (02's roofline, 03, 04, 05,
-06, 07, ``make bench``).
+of the course uses.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 A notebook that writes files (TFRecords, checkpoints, traces) gets its folder from
 :func:`prepare`. A folder it creates holds a marker file, :data:`MARKER`; only a folder with
 that marker is ever emptied. A folder that exists, holds files and has no marker belongs to
-someone else: the notebook refuses it with one line (a :class:`~helpers.params.ParameterError`
+someone else: the notebook refuses it with one line (a :class:`~helpers.errors.ParameterError`
 naming the parameter, its value and what is allowed) and deletes nothing. Neither is the
 working folder, one above it, the home folder or ``/`` ever used: ``work_dir="."`` or
 ``".."`` would otherwise be emptied whole. :func:`helpers.params.folder` applies the same
@@ -17,7 +17,6 @@ git), so running a notebook in place leaves ``git status`` clean.
 empties anything: a second kernel or papermill run on the same folder stops with one line
 naming the process that holds it (:class:`~helpers.errors.WorkFolderBusy`), and nothing is
 deleted. The same process preparing its folder again ("Run all" twice) keeps its lock.
-Used by: 03_tfdata_pipelines, 04_dcgan, 05_data_parallel, 07_scale_out_profile.
 """
 
 from __future__ import annotations
@@ -27,7 +26,7 @@ import shutil
 import socket
 from pathlib import Path
 
-from helpers.errors import WorkFolderBusy
+from helpers.errors import WorkFolderBusy, invalid
 
 ROOT = "course_runs"
 COLAB_DRIVE = "/content/drive/MyDrive"  # where 04's run_dir goes with use_drive=True
@@ -91,9 +90,7 @@ ALLOWED = (
 
 def refuse(name: str, value, why: str):
     """The one-line error for folder parameter ``name``."""
-    from helpers.params import ParameterError
-
-    return ParameterError(f"Invalid parameter {name}={value!r}: {why}; allowed: {ALLOWED}.")
+    return invalid(name, value, f"{why}; allowed: {ALLOWED}")
 
 
 def prepare(path, name: str = "work_dir", fresh: bool = True) -> Path:
@@ -102,8 +99,8 @@ def prepare(path, name: str = "work_dir", fresh: bool = True) -> Path:
     A missing folder is created, with the marker; an empty one gets the marker. With
     ``fresh`` (the default) a marked folder is emptied first (the marker stays); without it,
     what is there is kept (04 resumes from it). A folder that holds files but no marker, or a
-    protected one, raises :class:`~helpers.params.ParameterError` for parameter ``name`` and
-    nothing is deleted. Used by: 03, 04, 05, 07.
+    protected one, raises :class:`~helpers.errors.ParameterError` for parameter ``name`` and
+    nothing is deleted.
     """
     path = Path(path)
     if (why := problem(path)) is not None:

@@ -3,6 +3,8 @@ modules; one precision module; every classifier in helpers.models."""
 
 import ast
 import inspect
+import subprocess
+import sys
 from pathlib import Path
 
 from helpers import errors, params
@@ -20,7 +22,7 @@ def modules(*folders):
 
 
 def test_every_error_class_lives_in_helpers_errors():
-    """ParameterError stays with the validation API (helpers.params); nothing else."""
+    """Every error class, ParameterError included, is defined in helpers.errors."""
     elsewhere = []
     for path in modules("helpers"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -35,14 +37,14 @@ def test_every_error_class_lives_in_helpers_errors():
     assert sorted(elsewhere) == ["helpers/errors.py:" + n for n in sorted(
         name for name, obj in vars(errors).items()
         if inspect.isclass(obj) and issubclass(obj, BaseException)
-    )] + ["helpers/params.py:ParameterError"]
+    )]
 
 
 def test_every_course_error_is_shown_as_one_line():
     defined = {obj for obj in vars(errors).values()
                if inspect.isclass(obj) and issubclass(obj, BaseException)}
     assert defined == set(errors.ONE_LINE_ERRORS)
-    assert set(params.ONE_LINE_ERRORS) >= defined | {params.ParameterError}
+    assert params.ParameterError is errors.ParameterError
     error = errors.LateConfigurationError(errors.too_late("a 512 MiB limit", "growth is on"))
     shown = []
 
@@ -50,7 +52,7 @@ def test_every_course_error_is_shown_as_one_line():
         def _showtraceback(self, etype, value, stb):
             shown.extend(stb)
 
-    lines = params._one_line(Shell(), type(error), error, None)
+    lines = errors._one_line(Shell(), type(error), error, None)
     assert lines == shown == [f"LateConfigurationError: {error}"]
     assert "\n" not in lines[0]
 
@@ -93,3 +95,26 @@ def test_the_precision_policy_has_its_own_module():
 
     assert not hasattr(throughput, "cpu_supports_bfloat16")  # no copy, no shim
     assert precision.mixed_policy_for("gpu") == "mixed_float16"
+
+
+def test_every_parameter_error_is_built_by_errors_invalid():
+    """One way to build a parameter error: the "Invalid parameter" text is in errors.py only."""
+    assert str(errors.invalid("epochs", 0, "allowed: 1 or more.")) == (
+        "Invalid parameter epochs=0: allowed: 1 or more.")
+    for path in modules("helpers"):
+        if path.name != "errors.py":
+            assert "Invalid parameter" not in path.read_text(encoding="utf-8"), path
+
+
+def test_importing_helpers_changes_nothing_in_ipython():
+    """No import-time side effect: the one-line display is installed by validate, not import."""
+    code = ("from IPython.core.interactiveshell import InteractiveShell\n"
+            "shell = InteractiveShell.instance()\n"
+            "import helpers.params, helpers.workdirs, helpers.data\n"
+            "print(shell.custom_exceptions)\n"
+            "helpers.params.validate(echo=False)\nprint(len(shell.custom_exceptions))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    before, after = done.stdout.split()
+    assert before == "()" and int(after) == len(errors.ONE_LINE_ERRORS)

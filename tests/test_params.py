@@ -77,7 +77,7 @@ def test_ipython_shows_a_parameter_error_as_one_line():
     original = IPython.get_ipython
     IPython.get_ipython = lambda: shell
     try:
-        assert params.install_ipython_handler()
+        assert errors.show_as_one_line()
     finally:
         IPython.get_ipython = original
     assert shell.types[0] is ParameterError

@@ -14,7 +14,7 @@ import textwrap
 import pytest
 
 import helpers
-from helpers import errors, logs, params
+from helpers import errors, logs
 from tools import course
 
 NOTEBOOKS = course.notebook_paths()
@@ -226,7 +226,7 @@ def test_import_tensorflow_without_tensorflow_raises_the_one_line_error(monkeypa
     with pytest.raises(errors.NoTensorFlowError, match="Change runtime type") as caught:
         logs.import_tensorflow()
     assert isinstance(caught.value, ImportError) and caught.value.name == "tensorflow"
-    assert errors.NoTensorFlowError in params.ONE_LINE_ERRORS
+    assert errors.NoTensorFlowError in errors.ONE_LINE_ERRORS
 
 
 def test_the_message_points_at_the_notebooks_that_run_without_tensorflow():

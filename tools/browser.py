@@ -7,7 +7,7 @@
 
 Chromium reads commands on its fd 3 and writes replies on fd 4 (``--remote-debugging-pipe``):
 no port, no websocket, no driver binary. Every host but 127.0.0.1 is made unresolvable, so a
-page is checked as it works offline. Used by tests/test_site_browser.py.
+page is checked as it works offline.
 """
 
 from __future__ import annotations

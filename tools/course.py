@@ -157,7 +157,7 @@ def parameters_for(notebook: str, profile: str, path: Path = PROFILES_FILE) -> d
 def write_between(path: Path, start: str, end: str, body: str, check: bool = False) -> bool:
     """Put ``body`` between the markers ``start`` and ``end`` in the file at ``path`` (a
     generated part of a hand-written page). With ``check``, write nothing and say whether it
-    is already there. Used by tools/course_map.py (README) and tools/exercises.py (notes)."""
+    is already there."""
     text = path.read_text()
     if start not in text or end not in text:
         raise SystemExit(f"{path.name} has no {start} ... {end} markers")
@@ -175,8 +175,7 @@ def heaviest_first(paths: list[Path]) -> list[Path]:
     """``paths`` (notebooks, or executed copies named like them), the slowest first, by the
     quick-profile times `python -m tools.course_map measure` recorded in
     docs/measured_times.json (unmeasured ones last, in course order). The test stages run
-    them in this order, so that the longest starts first and the two workers finish together.
-    Used by tests/test_notebooks.py and the Makefile's nbval stage."""
+    them in this order, so that the longest starts first and the two workers finish together."""
     import json
 
     records = ROOT / "docs" / "measured_times.json"

@@ -21,8 +21,6 @@ The solutions are kept out of the learner's way, in ``solutions/NN_name.py``;
 
 The checks live in one module per notebook (``helpers/exercises/nbNN.py``), each registering
 its own with :func:`exercise`.
-
-Used by: every notebook, in its "Exercises" section.
 """
 
 from __future__ import annotations
@@ -127,9 +125,7 @@ def load_checks() -> dict[str, Exercise]:
 
 def check(exercise_id: str, *answer, **named) -> Verdict:
     """Check exercise ``exercise_id`` against what the learner defined, show the verdict (one
-    line) and return it. Never raises for a wrong or unfinished answer: "Run all" goes on.
-
-    Used by: every notebook, in its "Exercises" section."""
+    line) and return it. Never raises for a wrong or unfinished answer: "Run all" goes on."""
     checks = load_checks()
     if exercise_id not in checks:
         raise KeyError(f"no exercise {exercise_id!r}; the course has {sorted(checks)}")
@@ -166,9 +162,7 @@ def _show(verdict: Verdict) -> None:
 
 def verdicts_in(nb) -> dict[str, bool]:
     """``{exercise: passed}`` from the records an executed notebook's checks left (the last
-    verdict of each, as a second "Run all" leaves them).
-
-    Used by: tests/test_notebooks.py, tools/run_notebooks.py."""
+    verdict of each, as a second "Run all" leaves them)."""
     found = {}
     for cell in nb["cells"]:
         for output in cell.get("outputs", []):

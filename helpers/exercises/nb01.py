@@ -1,6 +1,4 @@
 """Checks for notebook 01's exercises (runtime check).
-
-Used by: 01.
 """
 
 from __future__ import annotations

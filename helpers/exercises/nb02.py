@@ -4,8 +4,6 @@ The timing checks never compare two real timings: they hand the learner's code a
 an accelerator whose costs are sleeps this module chooses (a slow first call, work that is only
 finished when something waits for it), so the bounds below are fixed by those sleeps, with wide
 margins.
-
-Used by: 02.
 """
 
 from __future__ import annotations

@@ -3,8 +3,6 @@
 The pipeline checks read what a dataset is made of from its graph (the transformations, from
 the source to the last one, as TensorFlow serialises them) and what it yields for one epoch;
 they never time it.
-
-Used by: 03.
 """
 
 from __future__ import annotations

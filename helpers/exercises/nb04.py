@@ -1,6 +1,4 @@
 """Checks for notebook 04's exercises (DCGAN: loss scaling, checkpoints, the training loop).
-
-Used by: 04.
 """
 
 from __future__ import annotations

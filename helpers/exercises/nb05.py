@@ -2,8 +2,6 @@
 
 They need neither TensorFlow nor JAX (the notebook runs where only one of them is installed):
 numpy inputs stand in for each replica's share of a global batch.
-
-Used by: 05.
 """
 
 from __future__ import annotations

@@ -1,6 +1,4 @@
 """Checks for notebook 06's exercises (out of memory).
-
-Used by: 06.
 """
 
 from __future__ import annotations

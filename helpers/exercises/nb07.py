@@ -1,6 +1,4 @@
 """Checks for notebook 07's exercises (scale out and profile).
-
-Used by: 07.
 """
 
 from __future__ import annotations
