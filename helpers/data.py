@@ -287,8 +287,3 @@ def repeat_to(images: np.ndarray, labels: np.ndarray, count: int):
     index = np.resize(np.arange(len(images)), count)
     note = f"repeated {len(images)} images to {count} for timing"
     return images[index], labels[index], note
-
-
-def to_float(images: np.ndarray, low: float = 0.0, high: float = 1.0) -> np.ndarray:
-    """uint8 images to float32 in [low, high] (use -1, 1 for a GAN's tanh output)."""
-    return (images.astype("float32") / 255.0) * (high - low) + low

@@ -2,8 +2,9 @@
 
 The worker itself (``TF_CONFIG`` read, the strategy, the data set, the custom loop with
 ``strategy.run``, the chief's checkpoints) is written out in notebook 07's ``%%writefile`` cells,
-which save it as ``worker.py``; :func:`worker_script` reads those cells back, so that the tests
-and ``make bench`` run the very script the notebook shows. This module only launches it:
+which save it as ``worker.py``; ``tools.course.worker_script`` reads those cells back, so
+that the tests and ``make bench`` run the very script the notebook shows. This module only
+launches it:
 :func:`run_cluster` starts one Python process per worker, each with its own ``TF_CONFIG`` (from
 ``helpers.lessons.scale_out_profile.tf_config``, shown in the notebook), watches them, and
 collects what the chief reports (:func:`report_step`).
@@ -42,8 +43,6 @@ PROGRESS_FILE = "progress.jsonl"
 PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
 LAUNCHER_ENV = "COURSE_LAUNCHER_PID"  # a worker ends itself when this process is gone
 WORKER_FILE = "worker.py"
-#: a cell that writes (or appends to) the worker script: ``%%writefile [-a] {worker_py}``
-WRITEFILE = re.compile(r"^%%writefile(?:\s+-a)?\s+\S*worker\S*\s*$")
 
 
 @dataclasses.dataclass
@@ -130,21 +129,6 @@ def write_data(work_dir, x, y) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     np.savez(path, x=x, y=y)
     return path
-
-
-def worker_script(notebook) -> str:
-    """The worker script that ``notebook`` (07's) writes with its ``%%writefile {worker_py}``
-    cells, in order: what the tests and ``make bench`` run, so the notebook stays its one
-    source."""
-    nb = json.loads(Path(notebook).read_text(encoding="utf-8"))
-    parts = []
-    for cell in nb["cells"]:
-        first, _, body = "".join(cell["source"]).partition("\n")
-        if cell["cell_type"] == "code" and WRITEFILE.match(first):
-            parts.append(body.rstrip("\n") + "\n")
-    if not parts:
-        raise ValueError(f"{notebook} has no '%%writefile {{worker_py}}' cells")
-    return "".join(parts)
 
 
 def report_step(work_dir, attempt: int, step: int, loss: float, seconds: float) -> None:

@@ -13,7 +13,7 @@ import os
 import sys
 
 from helpers.distribute import batch_rule, largest_difference
-from helpers.errors import EngineError, engine_too_late
+from helpers.errors import EngineError, engine_too_late, show_as_one_line
 
 __all__ = ["batch_rule", "comparison_rows", "describe", "require_jax_backend"]
 
@@ -26,6 +26,7 @@ def require_jax_backend() -> None:
     keras = sys.modules.get("keras")
     backend = keras.backend.backend() if keras else os.environ.get("KERAS_BACKEND", "")
     if backend != "jax":
+        show_as_one_line()  # this runs before the validation cell, which installs it too
         raise EngineError(engine_too_late(
             "Keras", "KERAS_BACKEND",
             f"Keras runs on {backend or 'its default backend'} in this kernel, not on JAX"))

@@ -33,11 +33,9 @@ def test_synthetic_classes_differ():
     assert min(np.abs(means[a] - means[b]).max() for a in range(10) for b in range(a)) > 50
 
 
-def test_limit_and_to_float():
+def test_limit():
     images = data.load("digits", limit=100, verbose=False)
     assert len(images.x_train) == 100 and len(images.x_test) == 20
-    scaled = data.to_float(images.x_train, -1, 1)
-    assert scaled.dtype == np.float32 and scaled.min() >= -1 and scaled.max() <= 1
 
 
 def test_unknown_dataset_lists_the_known_ones():

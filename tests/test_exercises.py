@@ -9,8 +9,9 @@ import nbformat
 import pytest
 
 from helpers import exercises
-from helpers.exercises import EXERCISE_MIME, Verdict, check, verdicts_in
+from helpers.exercises import EXERCISE_MIME, Verdict, check
 from tools import exercises as tool
+from tools.run_notebooks import verdicts_in
 
 
 @pytest.fixture

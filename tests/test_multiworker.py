@@ -14,6 +14,7 @@ import pytest
 
 from helpers import data, multiworker
 from helpers.environment import nvidia_smi
+from tools import course
 
 STEPS, EVERY = 40, 20
 NOTEBOOK = Path(__file__).parent.parent / "notebooks" / "07_scale_out_profile.ipynb"
@@ -34,7 +35,7 @@ def work(tmp_path_factory):
     def folder(name):
         path = tmp_path_factory.mktemp(name)
         multiworker.write_data(path, images.x_train, images.y_train)
-        (path / multiworker.WORKER_FILE).write_text(multiworker.worker_script(NOTEBOOK))
+        (path / multiworker.WORKER_FILE).write_text(course.worker_script(NOTEBOOK))
         return path
 
     return folder
@@ -47,7 +48,7 @@ def two_workers(work):
 
 
 def test_the_worker_script_is_the_notebooks_writefile_cells_in_order():
-    script = multiworker.worker_script(NOTEBOOK)
+    script = course.worker_script(NOTEBOOK)
     compile(script, "worker.py", "exec")  # one valid program, no magic left in it
     assert "%%" not in script and script.index("follow_launcher()") < script.index(
         "MultiWorkerMirroredStrategy("
@@ -57,7 +58,7 @@ def test_the_worker_script_is_the_notebooks_writefile_cells_in_order():
 def test_a_notebook_without_the_worker_cells_is_refused(tmp_path):
     (tmp_path / "nb.ipynb").write_text('{"cells": [{"cell_type": "code", "source": ["x = 1"]}]}')
     with pytest.raises(ValueError, match="writefile"):
-        multiworker.worker_script(tmp_path / "nb.ipynb")
+        course.worker_script(tmp_path / "nb.ipynb")
 
 
 def test_tf_config_names_the_cluster_and_the_worker():

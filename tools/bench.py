@@ -17,6 +17,7 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
+from tools import course
 from tools.course import BUILD, NOTEBOOKS, ROOT
 
 CPU_SIZES = (256, 512, 1024, 2048)
@@ -216,7 +217,7 @@ def bench_scaling(
         for workers in (1, 2):
             work = Path(folder) / str(workers)
             multiworker.write_data(work, source.x_train, source.y_train)
-            script = multiworker.worker_script(NOTEBOOKS / "07_scale_out_profile.ipynb")
+            script = course.worker_script(NOTEBOOKS / "07_scale_out_profile.ipynb")
             (work / multiworker.WORKER_FILE).write_text(script)  # the notebook's worker.py
             job = multiworker.Job(
                 workers=workers, steps=worker_steps, global_batch=128, checkpoint_every=worker_steps

@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import functools
 import json
+import re
 from pathlib import Path
 
 import nbformat
@@ -228,3 +229,23 @@ def read_notebook(path: Path) -> nbformat.NotebookNode:
 @functools.cache
 def _parsed(text: str) -> nbformat.NotebookNode:
     return nbformat.reads(text, as_version=4)
+
+
+#: a cell of notebook 07 that writes (or appends to) its worker script:
+#: ``%%writefile [-a] {worker_py}``
+WRITEFILE = re.compile(r"^%%writefile(?:\s+-a)?\s+\S*worker\S*\s*$")
+
+
+def worker_script(notebook) -> str:
+    """The worker script that ``notebook`` (07's) writes with its ``%%writefile {worker_py}``
+    cells, in order: what the tests and ``make bench`` run, so the notebook stays its one
+    source."""
+    nb = notebook_json(Path(notebook))
+    parts = []
+    for cell in nb["cells"]:
+        first, _, body = "".join(cell["source"]).partition("\n")
+        if cell["cell_type"] == "code" and WRITEFILE.match(first):
+            parts.append(body.rstrip("\n") + "\n")
+    if not parts:
+        raise ValueError(f"{notebook} has no '%%writefile {{worker_py}}' cells")
+    return "".join(parts)

@@ -29,7 +29,7 @@ from nbval.plugin import (
 )
 
 from helpers.devices import DEVICE_MIME  # the record helpers.devices.announce leaves
-from helpers.exercises import verdicts_in  # the records the exercises' checks leave
+from helpers.exercises import EXERCISE_MIME  # the records the exercises' checks leave
 from tools.course import BUILD, TPU_KERNEL, kernel_for, notebook_paths, parameters_for
 
 
@@ -100,6 +100,18 @@ def device_of(nb) -> str:
             if record:
                 return record.get("description", "?")
     return "not stated"
+
+
+def verdicts_in(nb) -> dict[str, bool]:
+    """``{exercise: passed}`` from the records an executed notebook's checks left (the last
+    verdict of each, as a second "Run all" leaves them)."""
+    found = {}
+    for cell in nb["cells"]:
+        for output in cell.get("outputs", []):
+            record = output.get("data", {}).get(EXERCISE_MIME)
+            if record:
+                found[record["exercise"]] = bool(record["passed"])
+    return found
 
 
 def first_error(nb) -> tuple[str | None, str]:

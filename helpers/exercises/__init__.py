@@ -158,15 +158,3 @@ def _show(verdict: Verdict) -> None:
         print(verdict.line())
     else:
         display(verdict)
-
-
-def verdicts_in(nb) -> dict[str, bool]:
-    """``{exercise: passed}`` from the records an executed notebook's checks left (the last
-    verdict of each, as a second "Run all" leaves them)."""
-    found = {}
-    for cell in nb["cells"]:
-        for output in cell.get("outputs", []):
-            record = output.get("data", {}).get(EXERCISE_MIME)
-            if record:
-                found[record["exercise"]] = bool(record["passed"])
-    return found
