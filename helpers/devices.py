@@ -1,4 +1,17 @@
 """Which accelerators this runtime has, and a plain verdict on what to do.
+
+What runtime this is: the platform, and the GPUs ``nvidia-smi`` sees.
+
+Notebook 01 reads the versions and the CUDA build (``tf.sysconfig.get_build_info()``) in its
+own cells.
+
+Choose a ``tf.distribute`` strategy: TPU > several GPUs > one GPU > CPU.
+
+The CPU can be split into N logical devices first, so that multi-replica code
+(``MirroredStrategy``) runs and is tested without the hardware.
+
+The mixed-precision policy: which Keras dtype policy suits a device, and a block that
+uses one and restores the previous policy after it.
 """
 
 from __future__ import annotations
@@ -6,10 +19,14 @@ from __future__ import annotations
 import glob as _glob
 import importlib.util
 import os
+import shutil
+import subprocess
 from collections.abc import Callable, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from helpers.environment import detect_platform, nvidia_smi
+from helpers.errors import AcceleratorUnavailable, LateConfigurationError, too_late
+from helpers.params import ACCELERATORS
 
 #: Mime type of the record :func:`announce` leaves in a notebook's outputs;
 #: ``make run`` reads it to say which device ran each notebook.
@@ -311,3 +328,267 @@ def engines_here(
         rows.append([name, installed, f"{accelerator}: {here}" if accelerator else here,
                      notebooks])
     return rows
+
+
+NVIDIA_SMI_QUERY = "name,driver_version,memory.total,memory.used"
+
+
+def detect_platform(environ: Mapping[str, str] | None = None, has_module=None) -> str:
+    """Return ``"colab"``, ``"kaggle"`` or ``"local"``.
+
+    Colab is recognised by its ``google.colab`` package or ``COLAB_*`` variables,
+    Kaggle by its ``KAGGLE_*`` variables.
+    """
+    env = os.environ if environ is None else environ
+    has_module = has_module or (lambda name: importlib.util.find_spec(name) is not None)
+    if any(key.startswith("COLAB_") for key in env) or _safe_has(has_module, "google.colab"):
+        return "colab"
+    if "KAGGLE_KERNEL_RUN_TYPE" in env or "KAGGLE_URL_BASE" in env:
+        return "kaggle"
+    return "local"
+
+
+def _safe_has(has_module, name: str) -> bool:
+    try:
+        return bool(has_module(name))
+    except (ImportError, ValueError):  # a parent package missing raises here
+        return False
+
+
+def parse_nvidia_smi(text: str) -> list[dict]:
+    """Parse ``nvidia-smi --query-gpu=<NVIDIA_SMI_QUERY> --format=csv,noheader,nounits``."""
+    gpus = []
+    for line in text.strip().splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) != 4:
+            continue
+        name, driver, total, used = parts
+        gpus.append(
+            {
+                "name": name,
+                "driver": driver,
+                "memory_total_mib": _to_int(total),
+                "memory_used_mib": _to_int(used),
+            }
+        )
+    return gpus
+
+
+def _to_int(text: str) -> int | None:
+    try:
+        return int(float(text))
+    except ValueError:
+        return None
+
+
+def nvidia_smi(run: Callable = subprocess.run, which: Callable = shutil.which) -> list[dict]:
+    """GPUs as ``nvidia-smi`` sees them (name, driver, memory); ``[]`` without it.
+
+    The driver version can only be read here; TensorFlow does not report it.
+    """
+    if which("nvidia-smi") is None:
+        return []
+    try:
+        done = run(
+            ["nvidia-smi", f"--query-gpu={NVIDIA_SMI_QUERY}", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return []
+    if done.returncode != 0:
+        return []
+    return parse_nvidia_smi(done.stdout)
+
+
+@dataclass
+class StrategyChoice:
+    """The strategy picked, and a sentence saying what it runs on."""
+
+    strategy: object
+    kind: str  # "tpu", "gpu" or "cpu"
+    replicas: int
+    description: str
+
+
+_MIRRORED: dict = {}
+
+
+def mirrored(devices: list[str], reduce_to_one: bool = False):
+    """One ``MirroredStrategy`` per set of devices for the whole process.
+
+    Several MirroredStrategy objects over the same devices number their all-reduces
+    alike, and their collectives were seen to clash (TF 2.21: "Shape mismatch in the
+    collective instance"); reusing one object avoids that. Strategies over *overlapping*
+    sets (CPU:0-1 and CPU:0-3) clash too ("joining a group with size 4, but that group has
+    size 2"): ``reduce_to_one=True`` sums on one device instead of with collectives, so
+    several of them can live in one process.
+    """
+    import tensorflow as tf
+
+    key = (tuple(devices), reduce_to_one)
+    if key not in _MIRRORED:
+        ops = tf.distribute.ReductionToOneDevice() if reduce_to_one else None
+        _MIRRORED[key] = tf.distribute.MirroredStrategy(list(devices), cross_device_ops=ops)
+    return _MIRRORED[key]
+
+
+_TPU: dict = {}
+
+
+def tpu_strategy(resolver):
+    """Connect to and initialise the TPU system once per process, and keep one
+    ``TPUStrategy`` over it.
+
+    ``initialize_tpu_system`` wipes the TPU's memory: run a second time (a second "Run all"
+    in the same kernel) it would invalidate every variable that already lives there. So the
+    first call initialises and later calls for the same TPU reuse that strategy.
+    """
+    import tensorflow as tf
+
+    try:
+        key = resolver.master()
+    except Exception:  # a resolver that cannot name its TPU: one per object
+        key = id(resolver)
+    if key not in _TPU:
+        tf.config.experimental_connect_to_cluster(resolver)
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+        _TPU[key] = tf.distribute.TPUStrategy(resolver)
+    return _TPU[key]
+
+
+def split_cpu(count: int) -> int:
+    """Split the CPU into ``count`` logical devices; must run before TF's first op.
+
+    Asking again for the count already in force is fine. Asking for another
+    count after TensorFlow has started raises :class:`LateConfigurationError`
+    with what to do (restart the kernel), instead of TF's cryptic RuntimeError.
+    """
+    import tensorflow as tf
+
+    if count < 1:
+        raise ValueError(f"count={count} is invalid: a CPU splits into 1 or more devices")
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    try:
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(count)]
+        )
+    except RuntimeError:
+        have = len(tf.config.list_logical_devices("CPU"))
+        if have == count:
+            return count
+        raise LateConfigurationError(
+            too_late(f"{count} logical CPU device(s)", f"TensorFlow already started with {have}")
+        ) from None
+    return count
+
+
+def available_accelerators(tpu: TPUStatus | None = None, gpus: list | None = None) -> list[str]:
+    """The values of ``accelerator`` that this runtime can honour."""
+    gpus = list_gpus() if gpus is None else gpus
+    tpu = detect_tpu() if tpu is None else tpu
+    return ["auto", "cpu"] + (["gpu"] if gpus else []) + (["tpu"] if tpu.usable else [])
+
+
+def accelerator_rule(tpu: TPUStatus | None = None, gpus: list | None = None):
+    """A :mod:`helpers.params` rule: the accelerator asked for must be on this runtime.
+
+    Asking for a TPU where there is none fails in the validation cell, with one
+    line saying what this runtime has.
+    """
+    from helpers.params import accelerator
+
+    return accelerator(lambda: available_accelerators(tpu, gpus))
+
+
+def choose_strategy(
+    accelerator: str = "auto",
+    logical_cpus: int = 0,
+    tpu: TPUStatus | None = None,
+    gpus: list | None = None,
+) -> StrategyChoice:
+    """Pick the strategy for ``accelerator`` ("auto", "cpu", "gpu" or "tpu").
+
+    "auto" takes the best device present: TPU, then all GPUs (MirroredStrategy),
+    then one GPU, then the CPU (MirroredStrategy over ``logical_cpus`` devices
+    when that is 2 or more: they stand in for TPU cores or GPUs). Asking for "gpu"
+    or "tpu" where there is none raises :class:`AcceleratorUnavailable`: never
+    silently run on something else.
+    """
+    import tensorflow as tf
+
+    if accelerator not in ACCELERATORS:
+        raise ValueError(f"accelerator={accelerator!r} is invalid: use one of {ACCELERATORS}")
+    if accelerator in ("auto", "tpu"):
+        tpu = detect_tpu() if tpu is None else tpu
+        if tpu.usable:
+            strategy = tpu_strategy(tpu.resolver)
+            n = strategy.num_replicas_in_sync
+            return StrategyChoice(strategy, "tpu", n, f"TPU with {n} cores (TPUStrategy)")
+        if accelerator == "tpu":
+            raise AcceleratorUnavailable(f"accelerator='tpu' but {tpu.message}")
+    if accelerator in ("auto", "gpu"):
+        gpus = list_gpus() if gpus is None else gpus
+        if len(gpus) > 1:
+            strategy = mirrored([d.name for d in tf.config.list_logical_devices("GPU")])
+            names = ", ".join(g.name for g in gpus)
+            return StrategyChoice(
+                strategy, "gpu", len(gpus), f"{len(gpus)} GPUs ({names}), MirroredStrategy"
+            )
+        if gpus:
+            strategy = tf.distribute.OneDeviceStrategy("/gpu:0")
+            return StrategyChoice(strategy, "gpu", 1, f"GPU {gpus[0].describe()}")
+        if accelerator == "gpu":
+            raise AcceleratorUnavailable(
+                "accelerator='gpu' but TensorFlow sees no GPU on this runtime"
+            )
+    if logical_cpus >= 2:  # only where no accelerator was taken
+        split_cpu(logical_cpus)
+    cpus = tf.config.list_logical_devices("CPU")
+    if len(cpus) > 1:
+        strategy = mirrored([d.name for d in cpus])
+        return StrategyChoice(
+            strategy, "cpu", len(cpus), f"CPU split into {len(cpus)} logical devices"
+        )
+    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+    return StrategyChoice(strategy, "cpu", 1, f"CPU ({os.cpu_count()} cores)")
+
+
+def cpu_supports_bfloat16(cpuinfo: str | None = None) -> bool:
+    """True if the CPU has native bfloat16 instructions (AVX512_BF16 or AMX_BF16)."""
+    if cpuinfo is None:
+        try:
+            with open("/proc/cpuinfo") as f:
+                cpuinfo = f.read()
+        except OSError:
+            return False
+    flags = set(cpuinfo.split())
+    return bool({"avx512_bf16", "amx_bf16"} & flags)
+
+
+def mixed_policy_for(kind: str, cpu_bf16: bool | None = None) -> str | None:
+    """The mixed-precision policy that suits a device, or None where none helps.
+
+    GPU: ``mixed_float16`` (tensor cores; needs loss scaling, which ``fit`` does).
+    TPU: ``mixed_bfloat16``. CPU: ``mixed_bfloat16`` only with native bf16 support.
+    """
+    if kind == "gpu":
+        return "mixed_float16"
+    if kind == "tpu":
+        return "mixed_bfloat16"
+    cpu_bf16 = cpu_supports_bfloat16() if cpu_bf16 is None else cpu_bf16
+    return "mixed_bfloat16" if cpu_bf16 else None
+
+
+@contextmanager
+def precision(policy: str | None):
+    """Use a Keras dtype policy inside the block (``None``: float32), then restore it."""
+    import keras
+
+    previous = keras.mixed_precision.global_policy().name
+    keras.mixed_precision.set_global_policy(policy or "float32")
+    try:
+        yield
+    finally:
+        keras.mixed_precision.set_global_policy(previous)

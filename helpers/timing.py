@@ -7,6 +7,15 @@ first call without a sync (what many posts do) measures neither the compute
 nor its steady state. Notebook 02 writes the technique out in its own cells, next to
 the naive way and ``timeit``; this module is the same technique as the harness the rest
 of the course uses.
+
+Training throughput, measured: each epoch's seconds of ``model.fit``, the steady state,
+images/s, and what they say about the device, batch size, mixed precision and XLA.
+
+Notebook 02 writes the training itself in its own cells (``OneDeviceStrategy``,
+``set_global_policy``, ``jit_compile``); this module keeps the harness and the display. The
+first epoch traces and compiles, so it is reported apart; the steady state is the median of
+the later epochs. Keras reads the loss back at each epoch's end, so the epoch clock includes
+the device's work.
 """
 
 from __future__ import annotations
@@ -128,3 +137,126 @@ def measure(
         work=work,
         work_unit=work_unit,
     )
+
+
+def epoch_result(
+    seconds: list[float],
+    images: int,
+    *,
+    label: str,
+    kind: str,
+    device: str,
+    batch_size: int,
+    policy: str = "float32",
+    xla: bool = False,
+) -> dict:
+    """One training run's result from its epochs' seconds (:func:`epoch_timer`).
+
+    The first epoch (tracing, compiling) is kept apart; the steady state is the median of the
+    later ones, and images/s is ``images`` per steady-state epoch.
+    """
+    if len(seconds) < 2:
+        raise ValueError(f"got {len(seconds)} epoch time(s); need at least 2: the first compiles")
+    steady = statistics.median(seconds[1:])
+    return {
+        "label": label,
+        "kind": kind,
+        "device": device,
+        "batch_size": batch_size,
+        "policy": policy,
+        "xla": xla,
+        "first_epoch_s": seconds[0],
+        "epoch_s": steady,
+        "images_per_s": images / steady,
+        "epochs": len(seconds),
+    }
+
+
+def _epoch_timer_class():
+    import keras
+
+    class _EpochTimer(keras.callbacks.Callback):
+        """Wall-clock seconds of each epoch."""
+
+        def __init__(self):
+            super().__init__()
+            self.seconds = []
+
+        def on_epoch_begin(self, epoch, logs=None):
+            self._start = time.perf_counter()
+
+        def on_epoch_end(self, epoch, logs=None):
+            self.seconds.append(time.perf_counter() - self._start)
+
+    return _EpochTimer
+
+
+def epoch_timer():
+    """A Keras callback recording each epoch's wall-clock seconds in ``.seconds``."""
+    return _epoch_timer_class()()
+
+
+def speedup(fast: dict, slow: dict) -> float:
+    """How many times more images/s ``fast`` trained than ``slow``."""
+    return fast["images_per_s"] / slow["images_per_s"]
+
+
+RESULT_HEADERS = ["run", "device", "batch", "policy", "XLA", "first epoch s", "epoch s", "images/s"]
+
+
+def result_rows(results: list[dict]) -> list[list]:
+    return [
+        [
+            r["label"],
+            r["device"],
+            r["batch_size"],
+            r["policy"],
+            "on" if r["xla"] else "off",
+            f"{r['first_epoch_s']:.2f}",
+            f"{r['epoch_s']:.3f}",
+            f"{r['images_per_s']:.0f}",
+        ]
+        for r in results
+    ]
+
+
+def plot_batch_sweep(results: list[dict], title: str = "Throughput vs batch size"):
+    """images/s against batch size (log scale)."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    results = sorted(results, key=lambda r: r["batch_size"])
+    ax.plot([r["batch_size"] for r in results], [r["images_per_s"] for r in results], marker="o")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("batch size")
+    ax.set_ylabel("images/s (steady state)")
+    ax.set_title(title)
+    fig.tight_layout()
+    return fig
+
+
+def speedup_lines(results: list[dict]) -> list[str]:
+    """What the measurements say: each accelerator's speedup over the CPU on the same model
+    (runs paired by ``label``), or why there is none."""
+    cpus = {r["label"]: r for r in results if r["kind"] == "cpu"}
+    pairs = [(r, cpus[r["label"]]) for r in results if r["kind"] != "cpu" and r["label"] in cpus]
+    if not pairs:
+        return [
+            "CPU only: no speedup can be measured on this runtime. In Colab, choose "
+            "Runtime > Change runtime type > T4 GPU and run the notebook again."
+        ]
+    return [
+        f"{r['label']}: {r['device']} trained {speedup(r, cpu):.1f}x the images/s of the CPU "
+        f"({r['images_per_s']:.0f} vs {cpu['images_per_s']:.0f}, measured in this run)."
+        for r, cpu in pairs
+    ]
+
+
+def knob_lines(runs: list[dict]) -> list[str]:
+    """Each knob's effect as a ratio of images/s to the first run (the float32 baseline)."""
+    base, lines = runs[0], []
+    for run in runs[1:]:
+        ratio = speedup(run, base)
+        verdict = "faster" if ratio > 1.05 else "slower" if ratio < 0.95 else "about the same"
+        lines.append(f"{run['label']}: {ratio:.2f}x the float32 images/s ({verdict}).")
+    return lines

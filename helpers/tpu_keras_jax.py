@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import sys
 
-from helpers.distribute import batch_rule, largest_difference
+from helpers.data_parallel import batch_rule, largest_difference
 from helpers.errors import EngineError, engine_too_late, show_as_one_line
 
 __all__ = ["batch_rule", "comparison_rows", "describe", "require_jax_backend"]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from helpers.distribute import batch_rule, largest_difference
+from helpers.data_parallel import batch_rule, largest_difference
 from helpers.errors import RunSettingsChanged, RunUnreadable
 
 __all__ = [

@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from helpers import multiworker
-from helpers.environment import nvidia_smi
+from helpers import scale_out_profile
+from helpers.devices import nvidia_smi
 from tools import bench
 
 pytestmark = pytest.mark.heavy  # see pyproject.toml
@@ -67,7 +67,7 @@ def test_scaling_benchmark_records(tf):
     assert mirrored["ratio"] == pytest.approx(mirrored["value"] / mirrored["baseline_value"])
     assert workers["name"] == "multiworker_vs_one_worker" and workers["value"] > 0
     # local workers get one GPU each where nvidia-smi lists enough, else the CPU
-    assert workers["device"] == multiworker.worker_devices(2, len(nvidia_smi()))[1]
+    assert workers["device"] == scale_out_profile.worker_devices(2, len(nvidia_smi()))[1]
     assert workers["ratio"] == pytest.approx(workers["value"] / workers["baseline_value"])
 
 

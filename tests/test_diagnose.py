@@ -2,7 +2,7 @@ import time
 
 import pytest
 
-from helpers import data, diagnose, models
+from helpers import data, models, tfdata_pipelines
 
 
 @pytest.fixture(scope="module")
@@ -15,16 +15,18 @@ def model_and_data(tf):
 
 def test_the_verdict_follows_the_epoch_times_without_the_first():
     # the first epoch of each (compiling) is left out, whatever it took
-    fed_well = diagnose.judge({"compute": [9.0, 1.0, 1.0], "pipeline": [30.0, 1.1, 1.1]})
+    fed_well = tfdata_pipelines.judge({"compute": [9.0, 1.0, 1.0], "pipeline": [30.0, 1.1, 1.1]})
     assert not fed_well["input_bound"] and fed_well["advice"] == []
     assert fed_well["ratio"] == pytest.approx(1.1) and fed_well["verdict"].startswith("Not")
-    starved = diagnose.judge({"compute": [9.0, 1.0, 1.2], "pipeline": [1.0, 3.0, 3.3]})
+    starved = tfdata_pipelines.judge({"compute": [9.0, 1.0, 1.2], "pipeline": [1.0, 3.0, 3.3]})
     assert starved["input_bound"] and starved["advice"][0].startswith("prefetch")
     assert starved["compute_epoch_s"] == pytest.approx(1.1)
     assert starved["pipeline_epoch_s"] == pytest.approx(3.15)
     assert starved["waiting_share"] == pytest.approx(1 - 1.1 / 3.15)
     assert starved["verdict"].startswith("Input-bound") and "65%" in starved["verdict"]
-    edge = diagnose.judge({"compute": [0, 1.0], "pipeline": [0, diagnose.THRESHOLD]})
+    edge = tfdata_pipelines.judge(
+        {"compute": [0, 1.0], "pipeline": [0, tfdata_pipelines.THRESHOLD]}
+    )
     assert not edge["input_bound"]  # the threshold itself is still "not input-bound"
 
 
@@ -32,13 +34,13 @@ def _check_structure(result, epochs):
     assert {len(v) for v in result["epoch_seconds"].values()} == {epochs}
     assert result["compute_epoch_s"] > 0 and result["pipeline_epoch_s"] > 0
     assert result["ratio"] == pytest.approx(result["pipeline_epoch_s"] / result["compute_epoch_s"])
-    assert result["input_bound"] == (result["ratio"] > diagnose.THRESHOLD)
+    assert result["input_bound"] == (result["ratio"] > tfdata_pipelines.THRESHOLD)
     assert bool(result["advice"]) == result["input_bound"]
 
 
 def test_an_in_memory_pipeline_is_diagnosed(tf, model_and_data):
     model, x, y = model_and_data
-    result = diagnose.input_bound(
+    result = tfdata_pipelines.input_bound(
         model, tf.data.Dataset.from_tensor_slices((x, y)).batch(64), steps=4
     )
     _check_structure(result, epochs=3)
@@ -59,7 +61,7 @@ def test_a_slow_pipeline_is_diagnosed_from_real_epochs(tf, model_and_data):
         return image, label
 
     ds = tf.data.Dataset.from_tensor_slices((x, y)).map(slow).batch(8)
-    result = diagnose.input_bound(model, ds, steps=3, epochs=2)
+    result = tfdata_pipelines.input_bound(model, ds, steps=3, epochs=2)
     _check_structure(result, epochs=2)
     # one full pass first, the first batch again, then 3 fed steps of 8 images per epoch
     assert len(reads) >= len(x) + 2 * 3 * 8
@@ -68,6 +70,6 @@ def test_a_slow_pipeline_is_diagnosed_from_real_epochs(tf, model_and_data):
 def test_one_epoch_is_refused(tf, model_and_data):
     model, x, y = model_and_data
     with pytest.raises(ValueError, match="epochs must be at least 2"):
-        diagnose.input_bound(
+        tfdata_pipelines.input_bound(
             model, tf.data.Dataset.from_tensor_slices((x, y)).batch(64), steps=2, epochs=1
         )

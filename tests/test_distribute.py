@@ -4,12 +4,12 @@ import textwrap
 
 import pytest
 
-from helpers import distribute
+from helpers import data_parallel
 from helpers.params import ParameterError
 
 
 def test_batch_rule_needs_a_multiple_of_the_replicas():
-    rule = distribute.batch_rule(8)
+    rule = data_parallel.batch_rule(8)
     assert rule("global_batch_size", 64) == 64
     for bad in (100, 4, 0, True, "64"):
         with pytest.raises(ParameterError) as error:
@@ -19,16 +19,16 @@ def test_batch_rule_needs_a_multiple_of_the_replicas():
 
 
 def test_tpu_batch_advice():
-    assert "multiple of 128, as TPU cores like" in distribute.tpu_batch_advice("tpu", 1024, 8)
-    assert "a global batch of 1024 or more" in distribute.tpu_batch_advice("cpu", 64, 8)
+    assert "multiple of 128, as TPU cores like" in data_parallel.tpu_batch_advice("tpu", 1024, 8)
+    assert "a global batch of 1024 or more" in data_parallel.tpu_batch_advice("cpu", 64, 8)
 
 
 EIGHT_REPLICAS = textwrap.dedent("""
     import json
     import numpy as np
     from helpers.logs import import_tensorflow
-    from helpers.strategy import split_cpu
-    from helpers import data, distribute, gan, gan_models
+    from helpers.devices import split_cpu
+    from helpers import data, data_parallel, dcgan
     tf = import_tensorflow()
     import keras
     from helpers.lessons.dcgan import make_train_step  # notebook 04's step
@@ -42,7 +42,7 @@ EIGHT_REPLICAS = textwrap.dedent("""
         results, start = {}, None
         for name, strategy in strategies.items():
             with strategy.scope():
-                nets = gan_models.build_pair("tutorial", (28, 28, 1), synchronized=synced,
+                nets = dcgan.build_pair("tutorial", (28, 28, 1), synchronized=synced,
                                              dropout=0.0)
                 # SGD: its update is proportional to the gradient, so a loss averaged over the
                 # replica's batch instead of the global one (8 times the gradient) would show;
@@ -69,13 +69,13 @@ EIGHT_REPLICAS = textwrap.dedent("""
                              "weights": nets[0].get_weights() + nets[1].get_weights()}
         return results
 
-    strategies = {"one": distribute.mirrored(1), "eight": distribute.mirrored(8)}
+    strategies = {"one": data_parallel.mirrored(1), "eight": data_parallel.mirrored(8)}
     out = {}
     for synced in (True, False):
-        real = gan.to_gan_range(x).numpy()
+        real = dcgan.to_gan_range(x).numpy()
         noise = np.random.default_rng(0).standard_normal((64, 100)).astype("float32")
         results = gan_step_results(strategies, real, noise, synced)
-        out[f"gan {synced}"] = distribute.largest_difference(results, "one")["eight"]
+        out[f"gan {synced}"] = data_parallel.largest_difference(results, "one")["eight"]
     print(json.dumps(out))
 """)
 
@@ -107,9 +107,9 @@ def test_per_replica_batch_norm_drifts_in_the_gan_step(eight_replicas):
 
 
 def test_the_validation_cell_knows_the_replicas_before_the_strategy_exists():
-    assert distribute.expected_replicas("auto", 8, gpus=0, tpu_usable=False) == 8
-    assert distribute.expected_replicas("auto", 8, gpus=2, tpu_usable=False) == 2
-    assert distribute.expected_replicas("cpu", 8, gpus=2, tpu_usable=False) == 8
-    assert distribute.expected_replicas("auto", 8, gpus=0, tpu_usable=True) is None
-    assert distribute.expected_replicas("auto", "eight", gpus=0, tpu_usable=False) == 1
-    assert distribute.batch_rule(None)("global_batch_size", 99) == 99  # checked once connected
+    assert data_parallel.expected_replicas("auto", 8, gpus=0, tpu_usable=False) == 8
+    assert data_parallel.expected_replicas("auto", 8, gpus=2, tpu_usable=False) == 2
+    assert data_parallel.expected_replicas("cpu", 8, gpus=2, tpu_usable=False) == 8
+    assert data_parallel.expected_replicas("auto", 8, gpus=0, tpu_usable=True) is None
+    assert data_parallel.expected_replicas("auto", "eight", gpus=0, tpu_usable=False) == 1
+    assert data_parallel.batch_rule(None)("global_batch_size", 99) == 99  # checked once connected

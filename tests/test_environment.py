@@ -1,20 +1,20 @@
 import subprocess
 
-from helpers import environment
+from helpers import devices
 
 SMI = "Tesla T4, 550.54.15, 15360, 3\nNVIDIA H200, 560.35.03, 143771, 0\n"
 
 
 def test_platform_detection():
     no_module = lambda name: False  # noqa: E731
-    assert environment.detect_platform({"COLAB_RELEASE_TAG": "x"}, no_module) == "colab"
-    assert environment.detect_platform({}, lambda name: name == "google.colab") == "colab"
-    assert environment.detect_platform({"KAGGLE_KERNEL_RUN_TYPE": "i"}, no_module) == "kaggle"
-    assert environment.detect_platform({"HOME": "/root"}, no_module) == "local"
+    assert devices.detect_platform({"COLAB_RELEASE_TAG": "x"}, no_module) == "colab"
+    assert devices.detect_platform({}, lambda name: name == "google.colab") == "colab"
+    assert devices.detect_platform({"KAGGLE_KERNEL_RUN_TYPE": "i"}, no_module) == "kaggle"
+    assert devices.detect_platform({"HOME": "/root"}, no_module) == "local"
 
 
 def test_parse_nvidia_smi():
-    gpus = environment.parse_nvidia_smi(SMI + "garbage line\n")
+    gpus = devices.parse_nvidia_smi(SMI + "garbage line\n")
     assert [g["name"] for g in gpus] == ["Tesla T4", "NVIDIA H200"]
     assert gpus[0] == {
         "name": "Tesla T4",
@@ -36,7 +36,7 @@ def test_nvidia_smi_absent_failing_and_present():
         raise subprocess.TimeoutExpired(cmd, 20)
 
     found = lambda name: "/usr/bin/" + name  # noqa: E731
-    assert environment.nvidia_smi(run_ok, which=lambda name: None) == []
-    assert environment.nvidia_smi(run_fail, which=found) == []
-    assert environment.nvidia_smi(run_hang, which=found) == []
-    assert len(environment.nvidia_smi(run_ok, which=found)) == 2
+    assert devices.nvidia_smi(run_ok, which=lambda name: None) == []
+    assert devices.nvidia_smi(run_fail, which=found) == []
+    assert devices.nvidia_smi(run_hang, which=found) == []
+    assert len(devices.nvidia_smi(run_ok, which=found)) == 2

@@ -90,11 +90,13 @@ def test_the_classifiers_live_in_helpers_models():
     assert defining == ["models.py"]
 
 
-def test_the_precision_policy_has_its_own_module():
-    from helpers import precision, throughput
+def test_the_precision_policy_is_defined_once():
+    from helpers import devices
 
-    assert not hasattr(throughput, "cpu_supports_bfloat16")  # no copy, no shim
-    assert precision.mixed_policy_for("gpu") == "mixed_float16"
+    assert devices.mixed_policy_for("gpu") == "mixed_float16"
+    defining = [p.name for p in modules("helpers")
+                if "def mixed_policy_for(" in p.read_text(encoding="utf-8")]
+    assert defining == ["devices.py"]
 
 
 def test_every_parameter_error_is_built_by_errors_invalid():

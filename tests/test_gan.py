@@ -6,17 +6,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helpers import data, gan, gan_models, gan_score
+from helpers import data, dcgan
 
 SCRIPTS = Path(__file__).parent / "scripts"
 
 
 def test_precision_and_xla_per_device():
-    assert gan.choose_precision("gpu") == "mixed_float16"
-    assert gan.choose_precision("tpu") == "mixed_bfloat16"
-    assert gan.choose_precision("cpu", "float32") == "float32"
-    assert gan.choose_xla("gpu") and gan.choose_xla("tpu") and not gan.choose_xla("cpu")
-    assert gan.choose_xla("cpu", "on") and not gan.choose_xla("gpu", "off")
+    assert dcgan.choose_precision("gpu") == "mixed_float16"
+    assert dcgan.choose_precision("tpu") == "mixed_bfloat16"
+    assert dcgan.choose_precision("cpu", "float32") == "float32"
+    assert dcgan.choose_xla("gpu") and dcgan.choose_xla("tpu") and not dcgan.choose_xla("cpu")
+    assert dcgan.choose_xla("cpu", "on") and not dcgan.choose_xla("gpu", "off")
 
 
 @pytest.mark.parametrize(
@@ -24,7 +24,7 @@ def test_precision_and_xla_per_device():
     [("tutorial", (28, 28, 1)), ("dcgan", (32, 32, 3)), ("dcgan", (64, 64, 3))],
 )
 def test_architectures_make_the_right_images(tf, architecture, shape):
-    generator, discriminator = gan_models.build_pair(architecture, shape, noise_dim=16)
+    generator, discriminator = dcgan.build_pair(architecture, shape, noise_dim=16)
     images = generator(np.zeros((2, 16), "float32"))
     assert images.shape == (2, *shape)
     assert discriminator(images).shape == (2, 1)
@@ -32,9 +32,9 @@ def test_architectures_make_the_right_images(tf, architecture, shape):
 
 def test_wrong_shapes_are_refused():
     with pytest.raises(ValueError, match="28x28"):
-        gan_models.build_pair("tutorial", (32, 32, 3))
+        dcgan.build_pair("tutorial", (32, 32, 3))
     with pytest.raises(ValueError, match="unknown"):
-        gan_models.build_pair("stylegan", (64, 64, 3))
+        dcgan.build_pair("stylegan", (64, 64, 3))
 
 
 def run_script(*args, killed=False):
@@ -50,7 +50,7 @@ def run_script(*args, killed=False):
 
 def test_epoch_batches_depend_on_seed_and_epoch_only(tf):
     images = np.arange(10 * 2 * 2, dtype="uint8").reshape(10, 2, 2, 1)
-    make = gan.epoch_batches(images, batch_size=4, seed=3)
+    make = dcgan.epoch_batches(images, batch_size=4, seed=3)
 
     def firsts(dataset):  # each image's first pixel identifies it
         return [list(np.rint((b[:, 0, 0, 0].numpy() + 1) * 127.5).astype(int)) for b in dataset]
@@ -60,43 +60,43 @@ def test_epoch_batches_depend_on_seed_and_epoch_only(tf):
     assert len(set(sum(epoch_1, []))) == 8  # no image twice in an epoch
     assert firsts(make(tf.constant(1, tf.int64))) == epoch_1  # a tensor epoch: same order
     tf.random.set_seed(99)  # the global seed does not change it
-    assert firsts(gan.epoch_batches(images, 4, seed=3)(1)) == epoch_1
+    assert firsts(dcgan.epoch_batches(images, 4, seed=3)(1)) == epoch_1
     assert firsts(make(2)) != epoch_1
-    assert firsts(gan.epoch_batches(images, 4, seed=4)(1)) != epoch_1
+    assert firsts(dcgan.epoch_batches(images, 4, seed=4)(1)) != epoch_1
 
 
 def lesson_run(tmp_path, policy="float32", d_steps=1):
     """Notebook 04's run (helpers.lessons.dcgan.start_run) on the tutorial pair, 28x28."""
-    from helpers.lessons import dcgan
+    from helpers.lessons import dcgan as lesson
 
     settings = dict(architecture="tutorial", policy=policy, xla=False, d_steps=d_steps,
                     directory=str(tmp_path))
-    return dcgan.start_run(settings, (28, 28, 1))
+    return lesson.start_run(settings, (28, 28, 1))
 
 
 def test_run_batches_resume_exactly_where_the_run_stands(tf):
     """One stream for the rest of the run (an iterator per epoch cost seconds each time one
     was released): from step 3 it is the uninterrupted stream's tail, batch for batch."""
     images = data.load("digits", limit=64, verbose=False)
-    make = gan.epoch_batches(images.x_train, 16, seed=1)
-    whole = [b.numpy()[:, 0, 0, 0] for b in gan.run_batches(make, 3, 4)]
-    tail = [b.numpy()[:, 0, 0, 0] for b in gan.run_batches(make, 3, 4, step=3)]
+    make = dcgan.epoch_batches(images.x_train, 16, seed=1)
+    whole = [b.numpy()[:, 0, 0, 0] for b in dcgan.run_batches(make, 3, 4)]
+    tail = [b.numpy()[:, 0, 0, 0] for b in dcgan.run_batches(make, 3, 4, step=3)]
     assert len(whole) == 12 and len(tail) == 9
     for a, b in zip(whole[3:], tail, strict=True):
         np.testing.assert_array_equal(a, b)
-    assert list(gan.run_batches(make, 3, 4, step=12)) == []
+    assert list(dcgan.run_batches(make, 3, 4, step=12)) == []
 
 
 def test_the_lesson_step_wraps_both_optimizers_for_float16_and_skips_non_finite_steps(tf):
     import keras
 
-    from helpers.lessons import dcgan
+    from helpers.lessons import dcgan as lesson
 
-    generator, discriminator, g, d = dcgan.build_gan("tutorial", (28, 28, 1), "mixed_float16")
+    generator, discriminator, g, d = lesson.build_gan("tutorial", (28, 28, 1), "mixed_float16")
     assert generator.layers[0].compute_dtype == "float16"
     assert isinstance(g, keras.optimizers.LossScaleOptimizer)
     assert isinstance(d, keras.optimizers.LossScaleOptimizer)
-    step = dcgan.make_train_step(generator, discriminator, g, d, tf.random.Generator.from_seed(0))
+    step = lesson.make_train_step(generator, discriminator, g, d, tf.random.Generator.from_seed(0))
     step(tf.random.uniform((4, 28, 28, 1), -1, 1))
     before = [v.numpy().copy() for v in discriminator.trainable_variables]
     scale = float(d.dynamic_scale)
@@ -107,10 +107,10 @@ def test_the_lesson_step_wraps_both_optimizers_for_float16_and_skips_non_finite_
 
 
 def test_the_lesson_step_draws_noise_at_the_batch_size_and_runs_d_steps(tf, tmp_path):
-    from helpers.lessons import dcgan
+    from helpers.lessons import dcgan as lesson
 
-    generator, discriminator, g, d = dcgan.build_gan("tutorial", (28, 28, 1), "float32")
-    step = dcgan.make_train_step(generator, discriminator, g, d,
+    generator, discriminator, g, d = lesson.build_gan("tutorial", (28, 28, 1), "float32")
+    step = lesson.make_train_step(generator, discriminator, g, d,
                                  tf.random.Generator.from_seed(0), d_steps=3)
     for batch in (7, 5):  # a short last batch must not crash or mismatch
         d_loss, g_loss = step(tf.zeros((batch, 28, 28, 1)))
@@ -121,7 +121,7 @@ def test_the_lesson_step_draws_noise_at_the_batch_size_and_runs_d_steps(tf, tmp_
 def test_the_training_loop_counts_steps_on_the_host_and_reads_losses_in_batches(tf, tmp_path):
     """No step waits for the one before: the device's step is read once per train(), and
     losses are read back every read_back steps, at checkpoints and at epoch ends."""
-    from helpers.lessons import dcgan
+    from helpers.lessons import dcgan as lesson
 
     images = data.load("digits", limit=128, verbose=False)
     run = lesson_run(tmp_path)
@@ -150,7 +150,7 @@ def test_the_training_loop_counts_steps_on_the_host_and_reads_losses_in_batches(
             return variable.assign(value)
 
     run.step = Step()
-    final = dcgan.train(run, gan.epoch_batches(images.x_train, 2), 1, 45, every=30,
+    final = lesson.train(run, dcgan.epoch_batches(images.x_train, 2), 1, 45, every=30,
                         step_fn=counted_step)
     assert final == 45 and len(device_reads) == 1 and int(variable) == 45
     assert sorted(set(reads)) == [20, 30, 45]  # 20 queued, a checkpoint, the epoch's end
@@ -163,7 +163,7 @@ def test_a_gif_needs_at_least_one_grid(tmp_path):
     from helpers.params import ParameterError
 
     with pytest.raises(ParameterError, match=r"grids=\[\]: no epoch grids to animate"):
-        gan.make_gif([], tmp_path / "progress.gif")
+        dcgan.make_gif([], tmp_path / "progress.gif")
     assert not (tmp_path / "progress.gif").exists()
 
 
@@ -183,11 +183,11 @@ def test_killed_and_resumed_run_ends_with_the_same_weights(tmp_path):
 
 
 def test_a_corrupt_latest_checkpoint_falls_back_to_the_one_before(tf, tmp_path, capsys):
-    from helpers.lessons import dcgan
+    from helpers.lessons import dcgan as lesson
 
     images = data.load("digits", limit=64, verbose=False)
     run = lesson_run(tmp_path)
-    dcgan.train(run, gan.epoch_batches(images.x_train, 16), 1, 3, every=1)
+    lesson.train(run, dcgan.epoch_batches(images.x_train, 16), 1, 3, every=1)
     latest = Path(run.manager.latest_checkpoint)
     for part in latest.parent.glob(latest.name + ".data-*"):
         part.write_bytes(b"\0" * 64)
@@ -198,26 +198,26 @@ def test_a_corrupt_latest_checkpoint_falls_back_to_the_one_before(tf, tmp_path, 
 
 
 def test_history_grids_gif_and_plot(tf, tmp_path):
-    from helpers.lessons import dcgan
+    from helpers.lessons import dcgan as lesson
 
     images = data.load("digits", limit=64, verbose=False)
     run = lesson_run(tmp_path)
-    dcgan.train(run, gan.epoch_batches(images.x_train, 16), 2, 2, every=100)
+    lesson.train(run, dcgan.epoch_batches(images.x_train, 16), 2, 2, every=100)
     assert [row[0] for row in run.history.losses] == [1, 2, 3, 4]
     assert [row["epoch"] for row in run.history.epochs] == [1, 2]
     grids = run.history.grids()
     assert all(g.exists() for g in grids)
-    gif = gan.make_gif(grids, tmp_path / "progress.gif")
+    gif = dcgan.make_gif(grids, tmp_path / "progress.gif")
     from PIL import Image
 
     assert Image.open(gif).n_frames == 2
-    assert len(gan.plot_history(run.history.as_dict()).axes) == 2
+    assert len(dcgan.plot_history(run.history.as_dict()).axes) == 2
 
 
 def test_the_ablation_measures_each_change_and_skips_what_does_not_apply(tf):
-    from helpers.lessons import dcgan
+    from helpers.lessons import dcgan as lesson
 
-    rows = dcgan.ablation("float32", False, batch_size=8, repeats=2)
+    rows = lesson.ablation("float32", False, batch_size=8, repeats=2)
     names = [name for name, _ in rows]
     assert names == ["tutorial step, as published", "+ precision", "+ XLA",
                      "+ fused batch norm", "+ cheaper dropout"]
@@ -230,7 +230,7 @@ def test_score_ranks_real_images_above_noise(tf, tmp_path):
     images = data.load("digits", verbose=False)
 
     def scorer():
-        return gan_score.Scorer(
+        return dcgan.Scorer(
             images.x_train,
             images.y_train,
             images.x_test,
@@ -257,7 +257,7 @@ def test_frechet_distance_on_a_singular_covariance_is_finite():
     way (eigenvalues of the symmetric A^1/2 B A^1/2)."""
     a = np.array([[2, 0, 1, 0, 2, 0, 2], [1, 2, 0, 0, 0, 2, 0]], dtype="float64")
     b = np.array([[2, 1, 2, 0, 1, 1, 0], [2, 1, 2, 1, 2, 1, 2]], dtype="float64")
-    distance = gan_score.frechet_distance(a, b)
+    distance = dcgan.frechet_distance(a, b)
     assert np.isfinite(distance)
     eps = 1e-6
     cov_a = np.cov(a, rowvar=False) + eps * np.eye(7)
@@ -271,23 +271,23 @@ def test_frechet_distance_on_a_singular_covariance_is_finite():
 
 def test_frechet_distance_of_a_set_to_itself_is_zero_and_one_vector_is_refused():
     x = np.random.default_rng(0).standard_normal((400, 5))
-    assert gan_score.frechet_distance(x, x) == pytest.approx(0, abs=1e-6)
-    assert gan_score.frechet_distance(x, x + 1) == pytest.approx(5, rel=1e-6)  # means apart
+    assert dcgan.frechet_distance(x, x) == pytest.approx(0, abs=1e-6)
+    assert dcgan.frechet_distance(x, x + 1) == pytest.approx(5, rel=1e-6)  # means apart
     with pytest.raises(ValueError, match="at least 2 feature vectors"):
-        gan_score.frechet_distance(x[:1], x)
+        dcgan.frechet_distance(x[:1], x)
 
 
 def test_inception_score_bounds():
-    assert gan_score.inception_score(np.full((10, 4), 0.25)) == pytest.approx(1.0)
-    assert gan_score.inception_score(np.eye(4)) == pytest.approx(4.0)
+    assert dcgan.inception_score(np.full((10, 4), 0.25)) == pytest.approx(1.0)
+    assert dcgan.inception_score(np.eye(4)) == pytest.approx(4.0)
 
 
 def test_architecture_follows_the_image_size():
     from helpers.params import ParameterError
 
-    assert gan.architecture_for((28, 28, 1)) == "tutorial"
-    assert gan.architecture_for((32, 32, 3)) == "dcgan"
-    rule = gan.architecture_rule((32, 32, 3))
+    assert dcgan.architecture_for((28, 28, 1)) == "tutorial"
+    assert dcgan.architecture_for((32, 32, 3)) == "dcgan"
+    rule = dcgan.architecture_rule((32, 32, 3))
     assert rule("architecture", "dcgan") == "dcgan"
     with pytest.raises(ParameterError, match="does not make 32x32 images"):
         rule("architecture", "tutorial")
@@ -296,11 +296,11 @@ def test_architecture_follows_the_image_size():
 
 
 def test_drive_only_on_colab_and_by_default_there(tmp_path, capsys):
-    assert gan.run_directory("runs/a") == Path("runs/a")
-    assert gan.run_directory("runs/a", use_drive="auto", platform="local") == Path("runs/a")
+    assert dcgan.run_directory("runs/a") == Path("runs/a")
+    assert dcgan.run_directory("runs/a", use_drive="auto", platform="local") == Path("runs/a")
     assert "disconnect" not in capsys.readouterr().out
-    assert gan.drive_wanted("auto", platform="colab") and not gan.drive_wanted("auto", "local")
-    assert gan.run_directory("runs/a", use_drive=False, platform="colab") == Path("runs/a")
+    assert dcgan.drive_wanted("auto", platform="colab") and not dcgan.drive_wanted("auto", "local")
+    assert dcgan.run_directory("runs/a", use_drive=False, platform="colab") == Path("runs/a")
     assert "does not survive a disconnect" in capsys.readouterr().out
     with pytest.raises(RuntimeError, match="needs Google Colab"):
-        gan.run_directory("runs/a", use_drive=True, platform="local")
+        dcgan.run_directory("runs/a", use_drive=True, platform="local")

@@ -1,8 +1,8 @@
 import pytest
 
-from helpers import latency
+from helpers import tfdata_pipelines
 
-FAST = latency.Latencies().scaled(0.1)
+FAST = tfdata_pipelines.Latencies().scaled(0.1)
 
 
 @pytest.fixture(scope="module")
@@ -14,7 +14,7 @@ def pipeline(tf):
 
 
 def test_naive_pays_every_latency_in_sequence(pipeline):
-    seconds, log = latency.run(FAST, pipeline, epochs=2)
+    seconds, log = tfdata_pipelines.run(FAST, pipeline, epochs=2)
     kinds = [kind for kind, _, _ in log.events]
     lat = FAST
     assert kinds.count("open") == 2 * lat.files
@@ -27,7 +27,7 @@ def test_naive_pays_every_latency_in_sequence(pipeline):
 
 
 def test_each_optimisation_changes_what_it_should(pipeline):
-    results = {r["variant"]: r for r in latency.compare(FAST, pipeline, epochs=2)}
+    results = {r["variant"]: r for r in tfdata_pipelines.compare(FAST, pipeline, epochs=2)}
     naive = results["naive"]
     assert naive["speedup"] == 1.0
     # cache: only the first epoch opens and reads; the second comes from memory
@@ -65,24 +65,24 @@ def test_each_optimisation_changes_what_it_should(pipeline):
 
 
 def test_overlap_is_visible_in_the_event_log(pipeline):
-    _, log = latency.run(FAST, pipeline, epochs=2, interleave=True)
+    _, log = tfdata_pipelines.run(FAST, pipeline, epochs=2, interleave=True)
     opens = sorted((s, e) for k, s, e in log.events if k == "open")
     assert any(b[0] < a[1] for a, b in zip(opens, opens[1:], strict=False))  # parallel opens
 
 
 def test_table_and_timeline(pipeline):
-    results = latency.compare(
+    results = tfdata_pipelines.compare(
         FAST,
         pipeline,
         epochs=2,
         variants={"naive": {}, "all combined": {"prefetch": True, "cache": True}},
     )
-    rows = latency.table_rows(results)
+    rows = tfdata_pipelines.table_rows(results)
     assert rows[0][0] == "naive" and rows[0][-1] == "1.0x"
-    fig = latency.plot_timelines(results)
+    fig = tfdata_pipelines.plot_timelines(results)
     assert len(fig.axes) == 2
 
 
 def test_one_epoch_is_refused():
     with pytest.raises(ValueError):
-        latency.compare(FAST, None, epochs=1)
+        tfdata_pipelines.compare(FAST, None, epochs=1)

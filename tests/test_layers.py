@@ -3,9 +3,9 @@ import inspect
 import numpy as np
 import pytest
 
-from helpers import gan_models, layers
-from helpers.layers import FusedBatchNormalization, HalfWordDropout
-from helpers.precision import precision
+from helpers import dcgan
+from helpers.dcgan import FusedBatchNormalization, HalfWordDropout
+from helpers.devices import precision
 
 
 def _op_types(tf, layer, x, training=True) -> set[str]:
@@ -119,10 +119,10 @@ def test_our_models_use_these_layers_and_the_tutorial_baseline_does_not(tf):
     def kinds(model):
         return {type(layer).__name__ for layer in model.layers}
 
-    ours = gan_models.build_pair("tutorial", (28, 28, 1))
+    ours = dcgan.build_pair("tutorial", (28, 28, 1))
     assert "FusedBatchNormalization" in kinds(ours[0])
     assert "HalfWordDropout" in kinds(ours[1])
-    generator = gan_models.tutorial_generator(100, tuned=False)  # the tutorial baseline's
+    generator = dcgan.tutorial_generator(100, tuned=False)  # the tutorial baseline's
     assert "BatchNormalization" in kinds(generator)
     assert "FusedBatchNormalization" not in kinds(generator)
 
@@ -150,13 +150,13 @@ def test_half_word_dropout_without_a_seed_generator_is_keras_dropout(tf):
 
 
 def test_describe_says_which_path_ran(tf, monkeypatch):
-    monkeypatch.setattr(layers, "USED", {"batch norm": set(), "dropout": set()})
-    assert layers.describe() == "batch norm: not run yet; dropout: not run yet"
+    monkeypatch.setattr(dcgan, "USED", {"batch norm": set(), "dropout": set()})
+    assert dcgan.describe() == "batch norm: not run yet; dropout: not run yet"
     x = tf.zeros((4, 5, 5, 3))
     FusedBatchNormalization()(x, training=True)
     FusedBatchNormalization(synchronized=True)(x, training=True)
     HalfWordDropout(0.3, seed=1)(x, training=True)
-    assert layers.describe() == (
-        f"batch norm: {layers.KERAS_OWN} (synchronized statistics) and {layers.FUSED}; "
-        f"dropout: {layers.HALF_WORD}"
+    assert dcgan.describe() == (
+        f"batch norm: {dcgan.KERAS_OWN} (synchronized statistics) and {dcgan.FUSED}; "
+        f"dropout: {dcgan.HALF_WORD}"
     )

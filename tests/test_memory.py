@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from helpers import errors, memory
+from helpers import errors, out_of_memory
 from helpers.errors import LateConfigurationError
 
 
@@ -21,7 +21,7 @@ def injected_oom(limit):
 
 def test_search_finds_the_largest_batch_with_a_margin(tf):
     try_batch, _ = injected_oom(100)
-    result = memory.find_max_batch(try_batch, start=8, margin=0.9, multiple=8)
+    result = out_of_memory.find_max_batch(try_batch, start=8, margin=0.9, multiple=8)
     assert result.largest_ok == 96  # 128 failed, then 96 fit and 112, 104 did not
     assert result.batch_size == 80  # 90% of 96, down to a multiple of 8
     assert [b for b, r in result.tries if r == "OOM"] == [128, 112, 104]
@@ -31,7 +31,7 @@ def test_search_survives_ooms_in_a_row_and_training_works_afterwards(tf):
     import keras
 
     try_batch, _ = injected_oom(9)
-    result = memory.find_max_batch(try_batch, start=8, margin=1.0, multiple=1)
+    result = out_of_memory.find_max_batch(try_batch, start=8, margin=1.0, multiple=1)
     oom_run = [r for _, r in result.tries][1:4]
     assert oom_run == ["OOM", "OOM", "OOM"] and result.largest_ok == 9
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
@@ -45,13 +45,13 @@ def test_other_errors_are_not_taken_for_ooms(tf):
         raise ValueError("shape mismatch")
 
     with pytest.raises(ValueError, match="shape mismatch"):
-        memory.find_max_batch(broken)
+        out_of_memory.find_max_batch(broken)
 
 
 def test_nothing_fits(tf):
     try_batch, _ = injected_oom(4)
     with pytest.raises(MemoryError, match="even batch_size=8"):
-        memory.find_max_batch(try_batch, start=8)
+        out_of_memory.find_max_batch(try_batch, start=8)
 
 
 def test_gradient_accumulation_equals_the_large_batch(tf):
@@ -87,34 +87,34 @@ def test_a_late_device_setting_raises_in_tensorflow_and_gets_the_clear_message(t
     split = [tf.config.LogicalDeviceConfiguration() for _ in range(count)]
     with pytest.raises(RuntimeError, match="cannot be modified after being initialized") as error:
         tf.config.set_logical_device_configuration(cpu, split)
-    late = memory.late_error(error.value, f"{count} logical devices")
+    late = out_of_memory.late_error(error.value, f"{count} logical devices")
     assert isinstance(late, LateConfigurationError)
     assert str(late).startswith(f"Asked for {count} logical devices, too late.")
     assert "Restart the kernel" in str(late)
     switch = ValueError("Cannot set memory growth on device when virtual devices configured")
-    assert "cannot switch a GPU" in str(memory.late_error(switch, "memory growth"))
+    assert "cannot switch a GPU" in str(out_of_memory.late_error(switch, "memory growth"))
 
 
 def test_measurements_on_the_cpu(tf):
-    assert memory.peak_rss_mb() > 10
-    assert memory.current_rss_mb() > 10
+    assert out_of_memory.peak_rss_mb() > 10
+    assert out_of_memory.current_rss_mb() > 10
 
 
 def test_gpu_memory_in_use_comes_from_nvidia_smi(monkeypatch):
-    from helpers import environment
+    from helpers import devices
 
-    monkeypatch.setattr(environment, "nvidia_smi", lambda: [{"memory_used_mib": 1234}])
-    assert memory.gpu_used_mb() == 1234
-    assert memory.gpu_used_mb(1) is None
-    monkeypatch.setattr(environment, "nvidia_smi", lambda: [])
-    assert memory.gpu_used_mb() is None
+    monkeypatch.setattr(devices, "nvidia_smi", lambda: [{"memory_used_mib": 1234}])
+    assert out_of_memory.gpu_used_mb() == 1234
+    assert out_of_memory.gpu_used_mb(1) is None
+    monkeypatch.setattr(devices, "nvidia_smi", lambda: [])
+    assert out_of_memory.gpu_used_mb() is None
 
 
 def test_child_process_trainer_returns_results_and_exits(tf):
     from helpers import data
 
     images = data.load("digits", limit=64, verbose=False)
-    result = memory.train_in_child("mnist_cnn", images.x_train, images.y_train, 32, steps=2)
+    result = out_of_memory.train_in_child("mnist_cnn", images.x_train, images.y_train, 32, steps=2)
     assert result["exit_code"] == 0  # the process is gone, and its memory with it
     assert np.isfinite(result["history"]["loss"][0])
     assert len(result["weights"]) == 8 and result["step_rss_mb"] >= 0
@@ -125,7 +125,7 @@ def test_child_process_trainer_returns_results_and_exits(tf):
 
 def test_child_errors_reach_the_parent(tf):
     with pytest.raises(RuntimeError, match="the child process failed: KeyError"):
-        memory.train_in_child("no_such_model", np.zeros((4, 28, 28, 1)), np.zeros(4), 2)
+        out_of_memory.train_in_child("no_such_model", np.zeros((4, 28, 28, 1)), np.zeros(4), 2)
 
 
 def test_cpu_budget_search_uses_the_same_search(tf):
@@ -135,13 +135,13 @@ def test_cpu_budget_search_uses_the_same_search(tf):
         calls.append((batch, len(x)))
         return {"step_rss_mb": batch * 1.0, "gpu_peak_mb": None}  # 1 MiB per example
 
-    import helpers.memory as m
+    import helpers.out_of_memory as m
 
     original = m.train_in_child
     m.train_in_child = fake_child
     try:
-        try_batch = memory.budget_trial("mnist_cnn", np.zeros((10, 2)), np.zeros(10), 40)
-        result = memory.find_max_batch(try_batch, start=8, margin=1.0, multiple=1)
+        try_batch = out_of_memory.budget_trial("mnist_cnn", np.zeros((10, 2)), np.zeros(10), 40)
+        result = out_of_memory.find_max_batch(try_batch, start=8, margin=1.0, multiple=1)
     finally:
         m.train_in_child = original
     assert result.largest_ok == 40 and calls[0] == (8, 16)  # two steps' worth of examples
@@ -150,14 +150,14 @@ def test_cpu_budget_search_uses_the_same_search(tf):
 def test_estimate_grows_with_the_batch_through_activations(tf):
     from helpers import models
 
-    small, large = (memory.estimate_mb(models.mnist_cnn(), b) for b in (32, 256))
+    small, large = (out_of_memory.estimate_mb(models.mnist_cnn(), b) for b in (32, 256))
     assert small["parameters"] == large["parameters"] > 0
     assert large["activations"] == pytest.approx(8 * small["activations"])
     assert small["optimizer slots"] == pytest.approx(2 * small["gradients"])
     frozen = models.mnist_cnn()
     for layer in frozen.layers[:3]:  # freeze the rescaling and both convolutions
         layer.trainable = False
-    cold = memory.estimate_mb(frozen, 32)
+    cold = out_of_memory.estimate_mb(frozen, 32)
     assert cold["parameters"] == pytest.approx(small["parameters"])  # weights still held
     assert cold["gradients"] < small["gradients"] and cold["total"] < small["total"]
 
@@ -170,12 +170,12 @@ def test_the_child_limits_each_gpu_before_its_first_op(tf, monkeypatch):
     monkeypatch.setattr(
         tf.config.experimental, "set_memory_growth", lambda gpu, on: calls.append((gpu, on))
     )
-    said = memory.child_memory_setup({"gpu_limit_mb": 512}, gpus=["gpu0", "gpu1"])
+    said = out_of_memory.child_memory_setup({"gpu_limit_mb": 512}, gpus=["gpu0", "gpu1"])
     assert said == "Each of 2 GPU(s) limited to 512 MiB."
     assert [gpu for gpu, _ in calls] == ["gpu0", "gpu1"]
     assert calls[0][1][0].memory_limit == 512
     calls.clear()
-    assert memory.child_memory_setup({}, gpus=["gpu0"]).startswith("Memory growth on")
+    assert out_of_memory.child_memory_setup({}, gpus=["gpu0"]).startswith("Memory growth on")
     assert calls == [("gpu0", True)]
 
 
@@ -188,16 +188,16 @@ def test_on_a_gpu_the_budget_is_the_childs_limit_and_real_ooms_count(tf, monkeyp
             raise errors.ChildOutOfMemory("ResourceExhaustedError: OOM when allocating tensor")
         return {"step_rss_mb": 0.0, "gpu_peak_mb": batch * 1.0}
 
-    monkeypatch.setattr(memory, "train_in_child", fake_child)
-    search = memory.find_max_batch(
-        memory.budget_trial("mnist_cnn", np.zeros((10, 2)), np.zeros(10), 100),
+    monkeypatch.setattr(out_of_memory, "train_in_child", fake_child)
+    search = out_of_memory.find_max_batch(
+        out_of_memory.budget_trial("mnist_cnn", np.zeros((10, 2)), np.zeros(10), 100),
         start=8,
         margin=1.0,
         multiple=1,
     )
     assert search.largest_ok == 24 and search.ooms >= 2
     assert set(limits) == {100}
-    memory.budget_trial("mnist_cnn", np.zeros((10, 2)), np.zeros(10), float("inf"))(8)
+    out_of_memory.budget_trial("mnist_cnn", np.zeros((10, 2)), np.zeros(10), float("inf"))(8)
     assert limits[-1] is None  # no budget: no limit, memory grows as needed
 
 
@@ -222,7 +222,7 @@ def test_a_child_killed_by_the_oom_killer_counts_as_out_of_memory_at_once():
     # timeout=300: a parent that waited for the reply instead of the process would end in
     # ChildTimeout, not in ChildOutOfMemory
     with pytest.raises(errors.ChildOutOfMemory, match="SIGKILL") as error:
-        memory.run_in_child(signal.raise_signal, signal.SIGKILL, timeout=300)
+        out_of_memory.run_in_child(signal.raise_signal, signal.SIGKILL, timeout=300)
     assert gone(error.value.pid)
 
 
@@ -230,11 +230,11 @@ def test_a_crashed_child_is_a_clear_error_not_an_oom():
     import signal
 
     with pytest.raises(errors.ChildDied, match="SIGSEGV") as error:
-        memory.run_in_child(signal.raise_signal, signal.SIGSEGV, timeout=300)
+        out_of_memory.run_in_child(signal.raise_signal, signal.SIGSEGV, timeout=300)
     assert not isinstance(error.value, MemoryError) and error.value.exitcode == -signal.SIGSEGV
     assert gone(error.value.pid)
     with pytest.raises(errors.ChildDied, match="exited with code 3") as error:
-        memory.run_in_child(__import__("os")._exit, 3, timeout=300)
+        out_of_memory.run_in_child(__import__("os")._exit, 3, timeout=300)
     assert gone(error.value.pid)
 
 
@@ -242,15 +242,15 @@ def test_a_silent_child_is_killed_at_the_timeout():
     import time
 
     with pytest.raises(errors.ChildTimeout, match="within 1 s") as error:
-        memory.run_in_child(time.sleep, 120, timeout=1)
+        out_of_memory.run_in_child(time.sleep, 120, timeout=1)
     assert gone(error.value.pid)
 
 
 def test_a_child_reports_its_result_and_exits():
-    result = memory.run_in_child(dict, {"answer": 42})
+    result = out_of_memory.run_in_child(dict, {"answer": 42})
     assert result["answer"] == 42 and result["exit_code"] == 0 and gone(result["pid"])
     with pytest.raises(RuntimeError, match="the child process failed: ValueError"):
-        memory.run_in_child(int, "not a number")
+        out_of_memory.run_in_child(int, "not a number")
 
 
 def test_the_batch_search_takes_an_oom_killed_child_for_too_big():
@@ -258,9 +258,9 @@ def test_the_batch_search_takes_an_oom_killed_child_for_too_big():
 
     def try_batch(batch):
         if batch > 16:  # the kernel's OOM killer ends the child: SIGKILL, no report
-            memory.run_in_child(signal.raise_signal, signal.SIGKILL)
+            out_of_memory.run_in_child(signal.raise_signal, signal.SIGKILL)
 
-    search = memory.find_max_batch(try_batch, start=8, limit=32, margin=1.0, multiple=1)
+    search = out_of_memory.find_max_batch(try_batch, start=8, limit=32, margin=1.0, multiple=1)
     assert search.largest_ok == 16 and search.ooms >= 1
 
 
@@ -268,14 +268,14 @@ def test_a_spawned_childs_peak_memory_is_its_own_not_the_parents():
     """ru_maxrss of a fork+exec child starts at the parent's size: in a second "Run all" of
     notebook 06 the parent had grown, and every measurement read 0 MiB."""
     ballast = np.ones(400 * 2**20 // 8)  # the parent grows by 400 MiB
-    parent = memory.peak_rss_mb()
-    child = memory.run_in_child(_peak_in_child, None)
+    parent = out_of_memory.peak_rss_mb()
+    child = out_of_memory.run_in_child(_peak_in_child, None)
     del ballast
     assert parent > 400 and child["peak"] < parent - 300, (parent, child)
 
 
 def _peak_in_child(_):
-    return {"peak": memory.peak_rss_mb()}
+    return {"peak": out_of_memory.peak_rss_mb()}
 
 
 class FakeConfig:
@@ -325,7 +325,7 @@ def test_the_same_gpu_setting_again_is_silent_and_another_one_too_late(fake_conf
     assert fake_config.growth == {"gpu0": True, "gpu1": True} and not fake_config.virtual
     with pytest.raises(RuntimeError, match="after being initialized") as error:
         lesson.set_gpu_memory(gpus, limit_mb=512)
-    late = str(memory.late_error(error.value, "a 512 MiB limit"))
+    late = str(out_of_memory.late_error(error.value, "a 512 MiB limit"))
     assert late.startswith("Asked for a 512 MiB limit, too late.") and "Restart the kernel" in late
 
 
@@ -338,5 +338,5 @@ def test_the_same_gpu_limit_again_is_silent_and_growth_on_it_is_refused(fake_con
     assert fake_config.virtual["gpu0"][0].memory_limit == 256 and not fake_config.growth
     with pytest.raises(ValueError, match="virtual devices configured") as error:
         lesson.set_gpu_memory(["gpu0"])  # growth on top of a limit: TF refuses, started or not
-    assert "cannot switch" in str(memory.late_error(error.value, "memory growth"))
+    assert "cannot switch" in str(out_of_memory.late_error(error.value, "memory growth"))
 

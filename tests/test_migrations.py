@@ -1,9 +1,9 @@
-from helpers import migrations
+from helpers import runtime_check
 
 
 def test_every_row_is_probed_against_this_tensorflow(tf):
-    rows = migrations.migration_rows()
-    assert len(rows) == len(migrations.MIGRATIONS)
+    rows = runtime_check.migration_rows()
+    assert len(rows) == len(runtime_check.MIGRATIONS)
     probed = {old: status for old, _, status in rows}
     assert probed["keras.utils.multi_gpu_model(model, gpus=N)"] == "gone"
     assert probed["tf.ConfigProto(gpu_options=...allow_growth=True)"] == "gone"
@@ -16,13 +16,13 @@ def test_every_row_is_probed_against_this_tensorflow(tf):
 
 
 def test_probe_sees_an_api_that_exists(tf):
-    assert migrations._has("tf.config.list_physical_devices")() == "still present"
-    assert migrations._has("tf.no_such_thing")() == "gone"
+    assert runtime_check._has("tf.config.list_physical_devices")() == "still present"
+    assert runtime_check._has("tf.no_such_thing")() == "gone"
 
 
 def test_keras3_checkpoint_names_and_fit_workers_are_probed_for_real(tf):
     """Both probes call Keras itself: on Keras 3 the old calls raise, and the row says how."""
-    probed = {old: status for old, _, status in migrations.migration_rows()}
+    probed = {old: status for old, _, status in runtime_check.migration_rows()}
     checkpoint = probed["ModelCheckpoint('cp.ckpt', save_weights_only=True)"]
     assert checkpoint.startswith("raises ValueError:") and ".weights.h5" in checkpoint
     workers = probed["model.fit(..., workers=4, use_multiprocessing=True)"]

@@ -1,6 +1,6 @@
 """MultiWorkerMirroredStrategy on local processes: the same training as one worker, and a run
 that survives a killed worker. The workers run the script notebook 07 writes with its
-``%%writefile`` cells (multiworker.worker_script), so these tests prove the notebook's code."""
+``%%writefile`` cells (tools.course.worker_script), so these tests prove the notebook's code."""
 
 import os
 import signal
@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helpers import data, multiworker
-from helpers.environment import nvidia_smi
+from helpers import data, scale_out_profile
+from helpers.devices import nvidia_smi
 from tools import course
 
 STEPS, EVERY = 40, 20
@@ -34,8 +34,8 @@ def work(tmp_path_factory):
 
     def folder(name):
         path = tmp_path_factory.mktemp(name)
-        multiworker.write_data(path, images.x_train, images.y_train)
-        (path / multiworker.WORKER_FILE).write_text(course.worker_script(NOTEBOOK))
+        scale_out_profile.write_data(path, images.x_train, images.y_train)
+        (path / scale_out_profile.WORKER_FILE).write_text(course.worker_script(NOTEBOOK))
         return path
 
     return folder
@@ -43,8 +43,8 @@ def work(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def two_workers(work):
-    job = multiworker.Job(workers=2, steps=STEPS, checkpoint_every=EVERY, learning_rate=0.005)
-    return multiworker.run_cluster(job, work("two"))
+    job = scale_out_profile.Job(workers=2, steps=STEPS, checkpoint_every=EVERY, learning_rate=0.005)
+    return scale_out_profile.run_cluster(job, work("two"), tf_config=tf_config)
 
 
 def test_the_worker_script_is_the_notebooks_writefile_cells_in_order():
@@ -67,20 +67,20 @@ def test_tf_config_names_the_cluster_and_the_worker():
         "cluster": {"worker": ["localhost:1", "localhost:2"]},
         "task": {"type": "worker", "index": 1},
     }
-    assert len(set(multiworker.free_ports(3))) == 3
+    assert len(set(scale_out_profile.free_ports(3))) == 3
 
 
 def test_local_workers_never_share_a_gpu():
-    assert multiworker.worker_devices(2, 2) == (["0", "1"], "2 worker(s), one GPU each")
-    assert multiworker.worker_devices(2, 4)[0] == ["0", "1"]
-    assert multiworker.worker_devices(2, 1) == (["-1", "-1"], "2 worker(s) on the CPU")
-    assert multiworker.worker_devices(1, 0)[0] == ["-1"]
+    assert scale_out_profile.worker_devices(2, 2) == (["0", "1"], "2 worker(s), one GPU each")
+    assert scale_out_profile.worker_devices(2, 4)[0] == ["0", "1"]
+    assert scale_out_profile.worker_devices(2, 1) == (["-1", "-1"], "2 worker(s) on the CPU")
+    assert scale_out_profile.worker_devices(1, 0)[0] == ["-1"]
 
 
 @pytest.mark.heavy
 def test_two_workers_train_like_one_worker_with_the_same_global_batch(work, two_workers):
-    job = multiworker.Job(workers=1, steps=STEPS, checkpoint_every=EVERY, learning_rate=0.005)
-    one = multiworker.run_cluster(job, work("one"))
+    job = scale_out_profile.Job(workers=1, steps=STEPS, checkpoint_every=EVERY, learning_rate=0.005)
+    one = scale_out_profile.run_cluster(job, work("one"), tf_config=tf_config)
     assert sorted(one.losses) == sorted(two_workers.losses) == list(range(1, STEPS + 1))
     # the same first batch from the same weights: the same loss, to float rounding
     assert two_workers.losses[1] == pytest.approx(one.losses[1], rel=1e-5)
@@ -91,16 +91,17 @@ def test_two_workers_train_like_one_worker_with_the_same_global_batch(work, two_
     assert mean_two == pytest.approx(mean_one, rel=0.03)
     assert mean_one < 0.7 * one.losses[1], "the run must actually learn"
     assert one.images_per_s > 0 and two_workers.images_per_s > 0
-    assert two_workers.device == multiworker.worker_devices(2, len(nvidia_smi()))[1]
+    assert two_workers.device == scale_out_profile.worker_devices(2, len(nvidia_smi()))[1]
 
 
 @pytest.mark.heavy
 def test_a_killed_worker_resumes_from_the_last_checkpoint(work, two_workers):
-    job = multiworker.Job(
+    job = scale_out_profile.Job(
         workers=2, steps=STEPS, checkpoint_every=EVERY, learning_rate=0.005, kill=(1, 30)
     )
     seen = []
-    run = multiworker.run_cluster(job, work("killed"), progress=lambda *r: seen.append(r))
+    run = scale_out_profile.run_cluster(job, work("killed"), progress=lambda *r: seen.append(r),
+                                        tf_config=tf_config)
     assert len(run.attempts) == 2, [(a.exit_codes, a.resumed_from, a.logs) for a in run.attempts]
     first, second = run.attempts
     assert not first.ok and -9 in first.exit_codes  # SIGKILL, as a vanished machine
@@ -109,37 +110,37 @@ def test_a_killed_worker_resumes_from_the_last_checkpoint(work, two_workers):
     # resumed at the checkpoint with the same data position: the uninterrupted run's losses
     for step in range(EVERY + 1, STEPS + 1):
         assert run.losses[step] == pytest.approx(two_workers.losses[step], rel=1e-5)
-    lines = multiworker.plot_recovery(run, two_workers, 30).axes[0].lines
+    lines = scale_out_profile.plot_recovery(run, two_workers, 30).axes[0].lines
     assert len(lines) == 4  # two curves, the kill and the checkpoint it resumed from
     assert lines[3].get_xdata()[0] == EVERY
 
 
 @pytest.mark.heavy
 def test_the_cluster_gives_up_after_its_restarts(work):
-    job = multiworker.Job(workers=2, steps=10, checkpoint_every=5, kill=(0, 3))
+    job = scale_out_profile.Job(workers=2, steps=10, checkpoint_every=5, kill=(0, 3))
     with pytest.raises(RuntimeError, match="the cluster failed 1 times"):
-        multiworker.run_cluster(job, work("gives_up"), max_restarts=0)
+        scale_out_profile.run_cluster(job, work("gives_up"), max_restarts=0, tf_config=tf_config)
 
 
 def test_missing_data_or_script_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="write_data"):
-        multiworker.run_cluster(multiworker.Job(), tmp_path)
-    multiworker.write_data(tmp_path, np.zeros((4, 2)), np.zeros(4))
+        scale_out_profile.run_cluster(scale_out_profile.Job(), tmp_path, tf_config=tf_config)
+    scale_out_profile.write_data(tmp_path, np.zeros((4, 2)), np.zeros(4))
     with pytest.raises(FileNotFoundError, match="writefile"):
-        multiworker.run_cluster(multiworker.Job(), tmp_path)
+        scale_out_profile.run_cluster(scale_out_profile.Job(), tmp_path, tf_config=tf_config)
 
 
 FIT_WORKER = """
 import numpy as np
 from helpers.logs import import_tensorflow
 tf = import_tensorflow()
-from helpers import distribute, models
+from helpers import data_parallel, models
 strategy = tf.distribute.MultiWorkerMirroredStrategy()
 x, y = np.zeros((256, 28, 28, 1), "uint8"), np.zeros(256, "int64")
 with strategy.scope():
-    model = distribute.compile_classifier(models.replica_classifier(synchronized=False))
+    model = data_parallel.compile_classifier(models.replica_classifier(synchronized=False))
 try:
-    model.fit(distribute.in_memory_dataset(x, y, 64), epochs=1, verbose=0)
+    model.fit(data_parallel.in_memory_dataset(x, y, 64), epochs=1, verbose=0)
     print("FIT OK")
 except ValueError as error:
     print("FIT FAILED", str(error).splitlines()[0])
@@ -154,7 +155,7 @@ def test_keras_fit_still_fails_under_the_strategy_as_notebook_07_says():
     import subprocess
     import sys
 
-    addresses = [f"localhost:{port}" for port in multiworker.free_ports(2)]
+    addresses = [f"localhost:{port}" for port in scale_out_profile.free_ports(2)]
     workers = [
         subprocess.Popen(
             [sys.executable, "-c", FIT_WORKER],
@@ -173,9 +174,10 @@ def test_keras_fit_still_fails_under_the_strategy_as_notebook_07_says():
 @pytest.mark.heavy
 def test_calling_again_on_the_same_folder_resumes_instead_of_starting_over(work):
     folder = work("again")
-    job = multiworker.Job(workers=1, steps=8, checkpoint_every=4)
-    first = multiworker.run_cluster(job, folder)
-    again = multiworker.run_cluster(job, folder)  # e.g. the notebook re-run after a disconnect
+    job = scale_out_profile.Job(workers=1, steps=8, checkpoint_every=4)
+    first = scale_out_profile.run_cluster(job, folder, tf_config=tf_config)
+    # e.g. the notebook re-run after a disconnect
+    again = scale_out_profile.run_cluster(job, folder, tf_config=tf_config)
     assert again.attempts[0].resumed_from == 8 and again.attempts[0].ok
     assert again.losses == first.losses and again.images_per_s > 0
 
@@ -215,7 +217,7 @@ def recorded_pids(folder: Path, workers: int) -> list[int]:
 @pytest.fixture
 def fake_workers(tmp_path):
     """A folder with data for cheap workers (FAKE_WORKER: no TensorFlow) that wait forever."""
-    multiworker.write_data(tmp_path, np.zeros((4, 2)), np.zeros(4))
+    scale_out_profile.write_data(tmp_path, np.zeros((4, 2)), np.zeros(4))
     return tmp_path
 
 
@@ -225,22 +227,24 @@ def test_an_interrupted_cluster_leaves_no_process_behind(fake_workers, error):
         raise error("stopped by the learner")
 
     with pytest.raises(error, match="stopped by the learner"):
-        multiworker.run_cluster(
-            multiworker.Job(workers=2), fake_workers, script=FAKE_WORKER, progress=interrupt
-        )
+        scale_out_profile.run_cluster(
+            scale_out_profile.Job(workers=2), fake_workers, script=FAKE_WORKER, progress=interrupt,
+            tf_config=tf_config)
     pids = recorded_pids(fake_workers, 2)
     assert len(pids) == 4 and not left(pids)  # the workers, and the children they started
-    assert not multiworker._LIVE
+    assert not scale_out_profile._LIVE
 
 
 LAUNCHER = """
 import os, sys, time, threading
 from pathlib import Path
 import numpy as np
-from helpers import multiworker
+from helpers import scale_out_profile
 folder, fake, how = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
-multiworker.write_data(folder, np.zeros((4, 2)), np.zeros(4))
-run = lambda: multiworker.run_cluster(multiworker.Job(workers=2), folder, script=fake)
+scale_out_profile.write_data(folder, np.zeros((4, 2)), np.zeros(4))
+config = lambda addresses, i: {"cluster": {"worker": addresses}, "task": {"index": i}}
+run = lambda: scale_out_profile.run_cluster(scale_out_profile.Job(workers=2), folder, script=fake,
+                                            tf_config=config)
 if how == "exit":  # the kernel shuts down while a cell still runs the cluster
     os.environ["FAKE_WORKER_ALONE"] = "1"  # the workers do not watch: atexit must end them
     threading.Thread(target=run, daemon=True).start()
@@ -256,7 +260,7 @@ run()  # "kill": the test kills this process outright
 def test_workers_end_when_their_launcher_ends(tmp_path, how):
     """At interpreter exit (atexit), and even when the launcher is killed outright (SIGKILL,
     no cleanup runs): then each worker notices its launcher is gone and ends its group."""
-    env = {**os.environ, "PYTHONPATH": multiworker.PACKAGE_ROOT}
+    env = {**os.environ, "PYTHONPATH": scale_out_profile.PACKAGE_ROOT}
     launcher = subprocess.Popen(
         [sys.executable, "-c", LAUNCHER, str(tmp_path), FAKE_WORKER, how], env=env
     )

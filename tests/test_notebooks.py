@@ -84,7 +84,7 @@ def test_notebook_runs_with_test_parameters(path):
     assert not result.differ, "the two runs disagree (nbval):\n" + "\n".join(result.differ)
     assert "This run took " in result.executed.read_text(), "it says how long it ran"
     assert result.device != "not stated", "the notebook must say which device ran it"
-    if path.stem == "04_dcgan":  # which batch norm and dropout ran (helpers.layers.describe)
+    if path.stem == "04_dcgan":  # which batch norm and dropout ran (helpers.dcgan.describe)
         assert "Our step's batch norm: " in result.executed.read_text()
     if path.stem in course.TPU_NOTEBOOKS:
         check_tpu_notebook(path.stem, result.executed)

@@ -1,4 +1,4 @@
-from helpers import panel
+from helpers import gpu_vs_cpu_benchmark
 
 
 def test_panel_runs_the_chosen_benchmark_when_clicked():
@@ -8,7 +8,7 @@ def test_panel_runs_the_chosen_benchmark_when_clicked():
         calls.append((sizes, dtypes, kind, device))
         return [{"kind": kind, "size": s} for s in sizes]
 
-    box = panel.matmul_panel({"cpu": "CPU", "gpu": "Tesla T4"}, run, shown.append)
+    box = gpu_vs_cpu_benchmark.matmul_panel({"cpu": "CPU", "gpu": "Tesla T4"}, run, shown.append)
     assert box.devices.value == ("gpu",)  # the accelerator is picked by default
     box.sizes.value = (1024, 256)
     box.dtypes.value = ("float16", "float32")

@@ -1,5 +1,5 @@
 """Notebook 03's pipelines (``helpers.lessons.tfdata_pipelines``, generated from its
-``#@save`` cells) and the plumbing left in ``helpers.pipelines``."""
+``#@save`` cells) and the plumbing left in ``helpers.tfdata_pipelines``."""
 
 import os
 import time
@@ -7,7 +7,7 @@ import time
 import numpy as np
 import pytest
 
-from helpers import data, pipelines
+from helpers import data, tfdata_pipelines
 
 
 @pytest.fixture(scope="module")
@@ -18,9 +18,9 @@ def digits():
 
 @pytest.fixture(scope="module")
 def lesson(tf):
-    from helpers.lessons import tfdata_pipelines
+    from helpers.lessons import tfdata_pipelines as lesson
 
-    return tfdata_pipelines
+    return lesson
 
 
 def test_the_tail_batches_and_reshuffles_each_epoch(tf, lesson, digits):
@@ -72,7 +72,7 @@ def test_tfrecords_round_trip(tf, lesson, digits, tmp_path, compression):
 def test_a_corrupt_tfrecord_is_skipped_the_same_way_every_pass(tf, lesson, digits, tmp_path, cache):
     x, y, _ = digits
     lesson.write_tfrecords(x, y, tmp_path, shards=4)
-    pipelines.corrupt_file(next(tmp_path.glob("part-00002-*")))
+    tfdata_pipelines.corrupt_file(next(tmp_path.glob("part-00002-*")))
     ds = lesson.read_tfrecords(tmp_path, 16, cache=cache, shuffle=64)
     per_pass = [lesson.count_examples(ds) for _ in range(3)]
     assert per_pass[0] == per_pass[1] == per_pass[2]
@@ -81,7 +81,7 @@ def test_a_corrupt_tfrecord_is_skipped_the_same_way_every_pass(tf, lesson, digit
 
 def test_unreadable_images_are_skipped(tf, lesson, digits, tmp_path):
     x, y, names = digits
-    assert pipelines.write_image_folder(x[:30], y[:30], tmp_path, names) == 30
+    assert tfdata_pipelines.write_image_folder(x[:30], y[:30], tmp_path, names) == 30
     (tmp_path / names[int(y[0])] / "broken.png").write_bytes(b"not a png")
     (tmp_path / names[int(y[1])] / "empty.jpg").write_bytes(b"")
     ds, classes = lesson.image_folder(tmp_path, (28, 28), 1, 8, shuffle=32)
@@ -91,14 +91,14 @@ def test_unreadable_images_are_skipped(tf, lesson, digits, tmp_path):
 
 
 def test_device_fit_rule():
-    assert pipelines.fits_on_device(4 * 2**30, 16 * 2**30)
-    assert not pipelines.fits_on_device(12 * 2**30, 16 * 2**30)
+    assert tfdata_pipelines.fits_on_device(4 * 2**30, 16 * 2**30)
+    assert not tfdata_pipelines.fits_on_device(12 * 2**30, 16 * 2**30)
 
 
 def test_epoch_seconds(tf, lesson, digits):
     x, y, _ = digits
     ds = lesson.finish(tf.data.Dataset.from_tensor_slices((x, y)), 32)
-    result = pipelines.epoch_seconds(ds, epochs=3)
+    result = tfdata_pipelines.epoch_seconds(ds, epochs=3)
     assert result["first_epoch_s"] > 0 and result["epoch_s"] > 0
 
 

@@ -3,7 +3,7 @@ import time
 import numpy as np
 import pytest
 
-from helpers import profiling
+from helpers import scale_out_profile
 
 
 def capture(*args, **kwargs):
@@ -14,8 +14,8 @@ def capture(*args, **kwargs):
 
 
 def test_interval_union_and_overlap():
-    assert profiling._union([(5, 8), (0, 2), (1, 3), (8, 9)]) == [(0, 3), (5, 9)]
-    assert profiling._overlap([(0, 3), (5, 9)], [(2, 6), (8, 20)]) == 1 + 1 + 1
+    assert scale_out_profile._union([(5, 8), (0, 2), (1, 3), (8, 9)]) == [(0, 3), (5, 9)]
+    assert scale_out_profile._overlap([(0, 3), (5, 9)], [(2, 6), (8, 20)]) == 1 + 1 + 1
 
 
 def test_the_reader_finds_the_steps_top_op(tf, tmp_path):
@@ -25,7 +25,7 @@ def test_the_reader_finds_the_steps_top_op(tf, tmp_path):
     def step():
         return tf.reduce_sum(tf.matmul(a, a))
 
-    summary = profiling.read_trace(capture(step, 3, tmp_path))
+    summary = scale_out_profile.read_trace(capture(step, 3, tmp_path))
     assert len(summary.step_ms) == 3
     # the matmul is found in every traced step (a CPU op, or a GPU kernel named by its op);
     # which share of the time it takes is the machine's business
@@ -69,7 +69,7 @@ def test_a_real_trace_marks_every_step_and_finds_its_input_waits(tf, tmp_path):
 
     slowed = tf.data.Dataset.from_tensors(x).repeat().map(slow)
     path = capture(_train_step(tf, slowed), 4, tmp_path)
-    summary = profiling.read_trace(path)
+    summary = scale_out_profile.read_trace(path)
     assert len(summary.step_ms) == 4 and summary.input_share > 0
     assert 0 <= summary.idle_share <= 1 and summary.ops
     from tensorflow.tsl.profiler.protobuf import xplane_pb2
@@ -77,9 +77,10 @@ def test_a_real_trace_marks_every_step_and_finds_its_input_waits(tf, tmp_path):
     space = xplane_pb2.XSpace()
     space.ParseFromString(path.read_bytes())
     host = next(plane for plane in space.planes if plane.name == "/host:CPU")
-    steps = list(profiling._events(host, lambda name: name == profiling.STEP_NAME))
-    waits = list(profiling._events(host, lambda name: name in profiling.INPUT_EVENTS))
-    assert all(any(profiling._within(*w, [s]) for w in waits) for s in steps)
+    steps = list(scale_out_profile._events(host, lambda name: name == scale_out_profile.STEP_NAME))
+    inputs = scale_out_profile.INPUT_EVENTS
+    waits = list(scale_out_profile._events(host, lambda name: name in inputs))
+    assert all(any(scale_out_profile._within(*w, [s]) for w in waits) for s in steps)
 
 
 def test_input_waits_make_a_trace_input_bound(tmp_path):
@@ -88,15 +89,15 @@ def test_input_waits_make_a_trace_input_bound(tmp_path):
         ("Stream #7(Compute)", 8_000, 10_000, "m/MatMul:MatMul"),
         ("Stream #7(Compute)", 18_000, 20_000, "m/MatMul:MatMul"),
     ]
-    waiting = profiling.read_trace(
+    waiting = scale_out_profile.read_trace(
         _space(tmp_path / "w.xplane.pb", kernels, steps=steps, waits=[(0, 8_000), (10_000, 18_000)])
     )
     assert waiting.input_share == pytest.approx(0.8) and waiting.idle_share == pytest.approx(0.8)
-    assert "Input-bound: 80%" in profiling.advice(waiting)[0]
-    assert any("Compute-bound" in line for line in profiling.advice(waiting))  # all matmuls
-    fed = profiling.read_trace(_space(tmp_path / "f.xplane.pb", kernels, steps=steps))
+    assert "Input-bound: 80%" in scale_out_profile.advice(waiting)[0]
+    assert any("Compute-bound" in line for line in scale_out_profile.advice(waiting))  # all matmuls
+    fed = scale_out_profile.read_trace(_space(tmp_path / "f.xplane.pb", kernels, steps=steps))
     assert fed.input_share == 0 and fed.step_ms == [pytest.approx(0.01)] * 2
-    assert not any("Input-bound" in line for line in profiling.advice(fed))
+    assert not any("Input-bound" in line for line in scale_out_profile.advice(fed))
 
 
 def test_a_trace_without_step_markers_is_refused(tf, tmp_path):
@@ -105,7 +106,7 @@ def test_a_trace_without_step_markers_is_refused(tf, tmp_path):
     tf.profiler.experimental.stop()
     path = next(tmp_path.glob("plugins/profile/*/*.xplane.pb"))
     with pytest.raises(ValueError, match="step markers"):
-        profiling.read_trace(path)
+        scale_out_profile.read_trace(path)
 
 
 def _space(path, device_events, steps=((0, 10_000),), waits=()):
@@ -115,8 +116,8 @@ def _space(path, device_events, steps=((0, 10_000),), waits=()):
 
     space = xplane_pb2.XSpace()
     host = space.planes.add(id=1, name="/host:CPU")
-    host.event_metadata[1].id, host.event_metadata[1].name = 1, profiling.STEP_NAME
-    host.event_metadata[2].id, host.event_metadata[2].name = 2, profiling.INPUT_EVENTS[0]
+    host.event_metadata[1].id, host.event_metadata[1].name = 1, scale_out_profile.STEP_NAME
+    host.event_metadata[2].id, host.event_metadata[2].name = 2, scale_out_profile.INPUT_EVENTS[0]
     line = host.lines.add(id=1, name="python", timestamp_ns=0)
     for start, end in steps:
         line.events.add(metadata_id=1, offset_ps=start * 1000, duration_ps=(end - start) * 1000)
@@ -147,7 +148,7 @@ def test_gpu_kernels_are_read_from_the_streams_by_their_tensorflow_op(tmp_path):
         ("Stream #8(Compute)", 5_500, 7_000, "model/dense/MatMul:MatMul"),
         ("XLA Modules", 1_000, 7_000, "ignored:Module"),  # the same time again
     ]
-    summary = profiling.read_trace(
+    summary = scale_out_profile.read_trace(
         _space(tmp_path / "t.xplane.pb", events, steps=[(0, 10_000)], waits=[(0, 1_000)])
     )
     assert summary.device == "/device:GPU:0"

@@ -1,6 +1,6 @@
 import pytest
 
-from helpers import roofline
+from helpers import gpu_vs_cpu_benchmark
 
 
 @pytest.mark.parametrize(
@@ -17,7 +17,7 @@ from helpers import roofline
     ],
 )
 def test_peaks_are_found_by_device_name(name, label):
-    assert roofline.find_peak(name).label == label
+    assert gpu_vs_cpu_benchmark.find_peak(name).label == label
 
 
 @pytest.mark.parametrize(
@@ -34,25 +34,27 @@ def test_peaks_are_found_by_device_name(name, label):
     ],
 )
 def test_peaks_match_whole_words_and_the_longest_pattern_wins(name, label):
-    peak = roofline.find_peak(name)
+    peak = gpu_vs_cpu_benchmark.find_peak(name)
     assert (peak.label if peak else None) == label
 
 
 def test_unknown_devices_and_dtypes_have_no_peak():
-    assert roofline.find_peak("CPU") is None
-    assert roofline.peak_tflops(None, "float32") is None
-    assert roofline.peak_tflops(roofline.find_peak("Tesla T4"), "bfloat16") is None
+    assert gpu_vs_cpu_benchmark.find_peak("CPU") is None
+    assert gpu_vs_cpu_benchmark.peak_tflops(None, "float32") is None
+    t4 = gpu_vs_cpu_benchmark.find_peak("Tesla T4")
+    assert gpu_vs_cpu_benchmark.peak_tflops(t4, "bfloat16") is None
 
 
 def test_float32_uses_the_tf32_peak_where_tensor_cores_take_it():
-    a100 = roofline.find_peak("NVIDIA A100")
-    assert roofline.peak_tflops(a100, "float32", tf32=False) == 19.5
-    assert roofline.peak_tflops(a100, "float32", tf32=True) == 156
-    assert roofline.peak_tflops(roofline.find_peak("Tesla T4"), "float32", tf32=True) == 8.1
+    a100 = gpu_vs_cpu_benchmark.find_peak("NVIDIA A100")
+    assert gpu_vs_cpu_benchmark.peak_tflops(a100, "float32", tf32=False) == 19.5
+    assert gpu_vs_cpu_benchmark.peak_tflops(a100, "float32", tf32=True) == 156
+    t4 = gpu_vs_cpu_benchmark.find_peak("Tesla T4")
+    assert gpu_vs_cpu_benchmark.peak_tflops(t4, "float32", tf32=True) == 8.1
 
 
 def test_sweep_on_this_cpu(tf):
-    records = roofline.matmul_sweep([32, 64], ["float32", "bfloat16"], repeats=2)
+    records = gpu_vs_cpu_benchmark.matmul_sweep([32, 64], ["float32", "bfloat16"], repeats=2)
     assert [(r["dtype"], r["size"]) for r in records] == [
         ("float32", 32),
         ("float32", 64),
@@ -65,16 +67,16 @@ def test_sweep_on_this_cpu(tf):
 
 
 def test_numpy_anchor_and_table_and_plot(tf):
-    records = roofline.numpy_sweep([32, 64], repeats=2)
+    records = gpu_vs_cpu_benchmark.numpy_sweep([32, 64], repeats=2)
     assert {r["device"] for r in records} == {"CPU (NumPy BLAS)"}
-    rows = roofline.table_rows(records)
+    rows = gpu_vs_cpu_benchmark.table_rows(records)
     assert rows[0][:3] == ["CPU (NumPy BLAS)", "float32", 32] and rows[0][6] == "unknown"
-    fig = roofline.plot(records)
+    fig = gpu_vs_cpu_benchmark.plot(records)
     assert fig.axes[0].get_xlabel().startswith("matrix size")
 
 
 def test_a_known_peak_gives_a_fraction():
-    record = roofline._record(
+    record = gpu_vs_cpu_benchmark._record(
         type(
             "T",
             (),
@@ -111,12 +113,12 @@ def test_tf_vs_numpy_and_summary_lines():
         rec("CPU (NumPy BLAS)", 64, 0.1),
         rec("CPU (NumPy BLAS)", 128, 0.2),
     ]
-    cmp = roofline.tf_vs_numpy(records, "CPU")
+    cmp = gpu_vs_cpu_benchmark.tf_vs_numpy(records, "CPU")
     assert cmp["size"] == 128 and cmp["ratio"] == pytest.approx(2.0)
-    lines = roofline.summary_lines(records, "CPU")
+    lines = gpu_vs_cpu_benchmark.summary_lines(records, "CPU")
     assert (
         lines[0] == "CPU float32 at 128x128: TensorFlow 400 GFLOP/s, NumPy 200 GFLOP/s, ratio 2.00."
     )
     assert lines[1].startswith("No published peak")
     records.append({**rec("Tesla T4", 128, 6.5, 0.1), "dtype": "float16"})
-    assert "10% (Tesla T4, float16, n=128)" in roofline.summary_lines(records, "CPU")[1]
+    assert "10% (Tesla T4, float16, n=128)" in gpu_vs_cpu_benchmark.summary_lines(records, "CPU")[1]

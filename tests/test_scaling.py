@@ -5,25 +5,26 @@ import textwrap
 
 import pytest
 
-from helpers import scaling
+from helpers import scale_out_profile
 
 
 def test_replica_counts_double_up_to_the_largest():
-    assert scaling.replica_counts(8) == [1, 2, 4, 8]
-    assert scaling.replica_counts(6) == [1, 2, 4, 6]
-    assert scaling.replica_counts(1) == [1]
+    assert scale_out_profile.replica_counts(8) == [1, 2, 4, 8]
+    assert scale_out_profile.replica_counts(6) == [1, 2, 4, 6]
+    assert scale_out_profile.replica_counts(1) == [1]
 
 
 SWEEP = textwrap.dedent("""
     import json
     from helpers.logs import import_tensorflow
-    from helpers import data, scaling
+    from helpers import data, scale_out_profile
     tf = import_tensorflow()
     from helpers.lessons.scale_out_profile import strategy_for  # notebook 07's
-    devices = scaling.replica_devices(4)
+    devices = scale_out_profile.replica_devices(4)
     images = data.load("digits", verbose=False)
-    counts = scaling.replica_counts(min(4, len(devices.names)))  # 4, or the GPUs there are
-    rows = scaling.sweep(lambda n: strategy_for(devices, n), counts, images.x_train[:512],
+    # 4, or the GPUs there are
+    counts = scale_out_profile.replica_counts(min(4, len(devices.names)))
+    rows = scale_out_profile.sweep(lambda n: strategy_for(devices, n), counts, images.x_train[:512],
                          images.y_train[:512], 16, epochs=2)
     kinds = [type(strategy_for(devices, n)).__name__ for n in (1, counts[-1])]
     print(json.dumps({"rows": rows, "kind": devices.kind, "shared": devices.shared_hardware,
@@ -42,7 +43,7 @@ def test_sweep_over_overlapping_device_sets_on_split_devices(tf):
     assert done.returncode == 0, done.stderr[-2000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["kind"] == ("gpu" if gpus else "cpu") and out["shared"] == (gpus <= 1)
-    counts = scaling.replica_counts(4 if gpus <= 1 else min(4, gpus))
+    counts = scale_out_profile.replica_counts(4 if gpus <= 1 else min(4, gpus))
     assert out["kinds"] == ["OneDeviceStrategy", "MirroredStrategy"]
     rows = out["rows"]
     assert [r["replicas"] for r in rows] == counts
@@ -69,7 +70,7 @@ def test_one_gpu_is_split_into_logical_gpus_that_fit_in_its_memory(tf, monkeypat
         lambda kind=None: [SimpleNamespace(name=f"/GPU:{i}") for i in range(len(configured))],
     )
     monkeypatch.setattr(devices, "list_gpus", lambda: [devices.GPU(0, "T4", "7.5", 15360)])
-    split = scaling.replica_devices(8)
+    split = scale_out_profile.replica_devices(8)
     assert split.kind == "gpu" and split.shared_hardware and len(split.names) == 8
     assert {c.memory_limit for c in configured} == {1536}  # 80% of 15360 MiB over 8
     assert split.description == "GPU split into 8 logical GPUs of 1536 MB"
@@ -86,6 +87,6 @@ def test_several_gpus_are_used_as_they_are_with_memory_growth(tf, monkeypatch):
         "list_logical_devices",
         lambda kind=None: [SimpleNamespace(name=f"/GPU:{i}") for i in range(2)],
     )
-    devices = scaling.replica_devices(8)
+    devices = scale_out_profile.replica_devices(8)
     assert devices.names == ["/GPU:0", "/GPU:1"] and not devices.shared_hardware
     assert grown == ["gpu0", "gpu1"] and devices.description == "2 GPUs"

@@ -34,13 +34,13 @@ def test_the_home_page_is_the_readme_with_navigation_in_course_order():
 
 
 def test_notebook_links_resolve_from_the_notebooks_folder():
-    text = ("[04](04_dcgan.ipynb), [helper](../helpers/gan.py#L3), [fits](#Find-what-fits,-auto), "
-            "![grid](grid.png)")
+    text = ("[04](04_dcgan.ipynb), [helper](../helpers/dcgan.py#L3), "
+            "[fits](#Find-what-fits,-auto), ![grid](grid.png)")
     pages = {Path("notebooks/04_dcgan.ipynb")}
     anchors = site.jupyter_anchors("## Find what fits, auto\n")
     out = site.rewrite_links(text, Path("notebooks/06.ipynb"), pages, **REPO, anchors=anchors)
     assert "[04](04_dcgan.ipynb)" in out
-    assert "[helper](https://github.com/me/course/blob/main/helpers/gan.py#L3)" in out
+    assert "[helper](https://github.com/me/course/blob/main/helpers/dcgan.py#L3)" in out
     assert "[fits](#find-what-fits-auto)" in out
     assert "![grid](https://github.com/me/course/blob/main/notebooks/grid.png)" in out
 

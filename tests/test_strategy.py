@@ -4,7 +4,7 @@ import textwrap
 
 import pytest
 
-from helpers import errors, strategy
+from helpers import devices, errors
 from helpers.devices import GPU, TPUStatus
 from helpers.params import ParameterError
 
@@ -12,30 +12,30 @@ NO_TPU = TPUStatus(False)
 
 
 def test_auto_on_this_cpu_picks_one_cpu_device(tf):
-    choice = strategy.choose_strategy("auto", tpu=NO_TPU, gpus=[])
+    choice = devices.choose_strategy("auto", tpu=NO_TPU, gpus=[])
     assert choice.kind == "cpu" and choice.replicas == 1
     assert isinstance(choice.strategy, tf.distribute.OneDeviceStrategy)
     assert choice.description.startswith("CPU")
 
 
 def test_forced_cpu_even_with_a_gpu_listed(tf):
-    choice = strategy.choose_strategy("cpu", tpu=NO_TPU, gpus=[GPU(0, "Tesla T4")])
+    choice = devices.choose_strategy("cpu", tpu=NO_TPU, gpus=[GPU(0, "Tesla T4")])
     assert choice.kind == "cpu"
 
 
 @pytest.mark.parametrize("wanted", ["gpu", "tpu"])
 def test_missing_accelerator_is_refused_not_faked(tf, wanted):
     with pytest.raises(errors.AcceleratorUnavailable, match=wanted):
-        strategy.choose_strategy(wanted, tpu=NO_TPU, gpus=[])
+        devices.choose_strategy(wanted, tpu=NO_TPU, gpus=[])
 
 
 def test_unknown_accelerator(tf):
     with pytest.raises(ValueError, match="'warp'"):
-        strategy.choose_strategy("warp")
+        devices.choose_strategy("warp")
 
 
 def test_accelerator_rule_lists_what_this_runtime_has():
-    rule = strategy.accelerator_rule(tpu=NO_TPU, gpus=[])
+    rule = devices.accelerator_rule(tpu=NO_TPU, gpus=[])
     assert rule("accelerator", "auto") == "auto"
     with pytest.raises(ParameterError) as error:
         rule("accelerator", "tpu")
@@ -44,7 +44,7 @@ def test_accelerator_rule_lists_what_this_runtime_has():
     )
     with pytest.raises(ParameterError, match="allowed values are"):
         rule("accelerator", "warp")
-    with_gpu = strategy.accelerator_rule(tpu=NO_TPU, gpus=[GPU(0, "T4")])
+    with_gpu = devices.accelerator_rule(tpu=NO_TPU, gpus=[GPU(0, "T4")])
     assert with_gpu("accelerator", "gpu") == "gpu"
 
 
@@ -59,7 +59,7 @@ def test_cpu_split_into_eight_replicas_for_mirrored_strategy():
     done = run_fresh("""
         from helpers.logs import import_tensorflow
         from helpers.devices import TPUStatus
-        from helpers.strategy import choose_strategy
+        from helpers.devices import choose_strategy
         tf = import_tensorflow()
         choice = choose_strategy("auto", logical_cpus=8, tpu=TPUStatus(False), gpus=[])
         total = choice.strategy.reduce(
@@ -74,7 +74,7 @@ def test_splitting_after_start_gives_a_clear_message():
     done = run_fresh("""
         from helpers.logs import import_tensorflow
         from helpers.errors import LateConfigurationError
-        from helpers.strategy import split_cpu
+        from helpers.devices import split_cpu
         tf = import_tensorflow()
         tf.constant(1.0) + 1  # the first op starts the devices
         assert split_cpu(1) == 1  # what is in force is fine
@@ -103,7 +103,7 @@ def test_the_tpu_system_is_initialised_once_per_process(tf, monkeypatch):
         def __init__(self, resolver):
             calls.append("strategy")
 
-    monkeypatch.setattr(strategy, "_TPU", {})
+    monkeypatch.setattr(devices, "_TPU", {})
     monkeypatch.setattr(
         tf.config, "experimental_connect_to_cluster", lambda r: calls.append("connect")
     )
@@ -112,8 +112,8 @@ def test_the_tpu_system_is_initialised_once_per_process(tf, monkeypatch):
     )
     monkeypatch.setattr(tf.distribute, "TPUStrategy", FakeTPUStrategy)
     tpu = TPUStatus(True, FakeResolver())
-    first = strategy.choose_strategy("auto", tpu=tpu, gpus=[])
-    again = strategy.choose_strategy("tpu", tpu=TPUStatus(True, FakeResolver()), gpus=[])
+    first = devices.choose_strategy("auto", tpu=tpu, gpus=[])
+    again = devices.choose_strategy("tpu", tpu=TPUStatus(True, FakeResolver()), gpus=[])
     assert first.kind == again.kind == "tpu" and again.replicas == 8
     assert again.strategy is first.strategy  # the variables made under it stay valid
     assert calls == ["connect", "initialise", "strategy"]

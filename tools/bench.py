@@ -38,14 +38,15 @@ def record(name, device, metric, value, unit, baseline=None, baseline_value=None
 
 def bench_matmul(cpu_sizes=CPU_SIZES, accelerator_sizes=ACCELERATOR_SIZES, repeats=10) -> list:
     """``matmul_fp32_vs_numpy`` on the CPU, and the roofline records on every device present."""
-    from helpers import devices, roofline
+    from helpers import devices, gpu_vs_cpu_benchmark
 
     kinds = devices.available_kinds(devices.list_gpus(), devices.detect_tpu())
-    sweep = roofline.numpy_sweep(cpu_sizes, repeats, device=kinds["cpu"])
+    sweep = gpu_vs_cpu_benchmark.numpy_sweep(cpu_sizes, repeats, device=kinds["cpu"])
     for kind, name in kinds.items():
         sizes = cpu_sizes if kind == "cpu" else accelerator_sizes
-        sweep += roofline.matmul_sweep(sizes, roofline.DTYPES, kind, name, repeats)
-    cmp = roofline.tf_vs_numpy(sweep, kinds["cpu"])
+        dtypes = gpu_vs_cpu_benchmark.DTYPES
+        sweep += gpu_vs_cpu_benchmark.matmul_sweep(sizes, dtypes, kind, name, repeats)
+    cmp = gpu_vs_cpu_benchmark.tf_vs_numpy(sweep, kinds["cpu"])
     n = cmp["size"]
     records = [
         record(
@@ -84,15 +85,16 @@ def bench_tfdata(
 
     import tensorflow as tf
 
-    from helpers import data, devices, diagnose, latency, models
+    from helpers import data, devices, models, tfdata_pipelines
     from helpers.lessons import tfdata_pipelines as lesson  # notebook 03's pipelines
 
     kinds = devices.available_kinds(devices.list_gpus(), devices.detect_tpu())
     kind = list(kinds)[-1]
     results = {
         r["variant"]: r
-        for r in latency.compare(
-            latency.Latencies().scaled(latency_scale), lesson.latency_pipeline, epochs=epochs
+        for r in tfdata_pipelines.compare(
+            tfdata_pipelines.Latencies().scaled(latency_scale), lesson.latency_pipeline,
+            epochs=epochs,
         )
     }
     naive, best = results["naive"]["epoch_s"], results["all combined"]["epoch_s"]
@@ -115,7 +117,7 @@ def bench_tfdata(
         with tf.distribute.OneDeviceStrategy(devices.device_name(kind)).scope():
             model = models.mnist_cnn()
             model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
-        report = diagnose.input_bound(model, ds, steps, epochs)
+        report = tfdata_pipelines.input_bound(model, ds, steps, epochs)
     records.append(
         record(
             "tfdata_vs_compute_bound",
@@ -135,15 +137,15 @@ def bench_dcgan(batch_size: int = 256, repeats: int = 10) -> list:
     applies on this device, against the TF tutorial's step (same model, batch 256, same
     device, one run). Both steps and the ablation are notebook 04's own cells
     (:mod:`helpers.lessons.dcgan`)."""
-    from helpers import devices, gan
-    from helpers.lessons import dcgan
+    from helpers import dcgan, devices
+    from helpers.lessons import dcgan as lesson
     from helpers.logs import native_noise_filtered
 
     kinds = devices.available_kinds(devices.list_gpus(), devices.detect_tpu())
     kind = list(kinds)[-1]
-    policy, xla = gan.choose_precision(kind), gan.choose_xla(kind)
+    policy, xla = dcgan.choose_precision(kind), dcgan.choose_xla(kind)
     with native_noise_filtered():
-        rows = dcgan.ablation(policy, xla, batch_size, repeats)
+        rows = lesson.ablation(policy, xla, batch_size, repeats)
     tutorial = rows[0][1]
     ours = [rate for _, rate in rows if rate][-1]
     return [
@@ -162,15 +164,15 @@ def bench_dcgan(batch_size: int = 256, repeats: int = 10) -> list:
 SCALING_SWEEP = """
 import json, sys
 from helpers.logs import import_tensorflow
-from helpers import data, scaling
+from helpers import data, scale_out_profile
 tf = import_tensorflow()
 from helpers.lessons.scale_out_profile import strategy_for  # notebook 07's
 replicas, per_replica, images, epochs = map(int, sys.argv[1:5])
-devices = scaling.replica_devices(replicas)
+devices = scale_out_profile.replica_devices(replicas)
 source = data.load("mnist", verbose=False)
 x, y, _ = data.repeat_to(source.x_train, source.y_train, images)
 counts = [1, len(devices.names)]
-rows = scaling.sweep(lambda n: strategy_for(devices, n), counts, x, y, per_replica,
+rows = scale_out_profile.sweep(lambda n: strategy_for(devices, n), counts, x, y, per_replica,
                      epochs=epochs)
 print(json.dumps({"description": devices.description, "rows": rows}))
 """
@@ -190,7 +192,7 @@ def bench_scaling(
     import subprocess
     import tempfile
 
-    from helpers import data, multiworker
+    from helpers import data, scale_out_profile
 
     args = [str(v) for v in (replicas, per_replica_batch, images, epochs)]
     done = subprocess.run(
@@ -211,18 +213,20 @@ def bench_scaling(
             one["images_per_s"] * many["replicas"],
         )
     ]
+    from helpers.lessons import scale_out_profile as lesson  # notebook 07's tf_config
+
     source = data.load("mnist", verbose=False)
     runs = {}
     with tempfile.TemporaryDirectory() as folder:
         for workers in (1, 2):
             work = Path(folder) / str(workers)
-            multiworker.write_data(work, source.x_train, source.y_train)
+            scale_out_profile.write_data(work, source.x_train, source.y_train)
             script = course.worker_script(NOTEBOOKS / "07_scale_out_profile.ipynb")
-            (work / multiworker.WORKER_FILE).write_text(script)  # the notebook's worker.py
-            job = multiworker.Job(
+            (work / scale_out_profile.WORKER_FILE).write_text(script)  # the notebook's worker.py
+            job = scale_out_profile.Job(
                 workers=workers, steps=worker_steps, global_batch=128, checkpoint_every=worker_steps
             )
-            runs[workers] = multiworker.run_cluster(job, work)
+            runs[workers] = scale_out_profile.run_cluster(job, work, tf_config=lesson.tf_config)
     records.append(
         record(
             "multiworker_vs_one_worker",
@@ -244,7 +248,7 @@ import json, os, sys, time
 os.environ.update(KERAS_BACKEND="jax", JAX_PLATFORMS="cpu")
 import numpy as np, keras
 from helpers import data, models
-from helpers.throughput import epoch_timer
+from helpers.timing import epoch_timer
 images, global_batch, epochs, spe = map(int, sys.argv[1:5])
 source = data.load("mnist", verbose=False)
 x, y, _ = data.repeat_to(source.x_train, source.y_train, images)
@@ -334,11 +338,11 @@ def bench_keras_jax(
 
     import tensorflow as tf
 
-    from helpers import data, distribute
+    from helpers import data, data_parallel
 
     source = data.load("mnist", verbose=False)
     x, y, _ = data.repeat_to(source.x_train, source.y_train, images)
-    tf_run = distribute.fit_classifier(
+    tf_run = data_parallel.fit_classifier(
         tf.distribute.OneDeviceStrategy("/cpu:0"), x, y, global_batch, epochs, steps_per_execution
     )
     jax_run = _child(JAX_FIT, (images, global_batch, epochs, steps_per_execution))
@@ -365,13 +369,13 @@ def bench_dcgan_engines(batch_size: int = 256, repeats: int = 10) -> list:
 
     import tensorflow as tf
 
-    from helpers.lessons import dcgan
+    from helpers.lessons import dcgan as lesson
     from helpers.logs import native_noise_filtered
     from helpers.timing import measure
 
     device = f"CPU ({os.cpu_count()} cores), one device per engine"
     with native_noise_filtered(), tf.device("/CPU:0"):
-        step = dcgan.our_step(batch_size, "float32", jit_compile=False, fused_bn=True,
+        step = lesson.our_step(batch_size, "float32", jit_compile=False, fused_bn=True,
                               fast_dropout=True)
         images = tf.random.uniform((batch_size, 28, 28, 1), -1.0, 1.0)
         tf_rate = measure(lambda: step(images), repeats=repeats, work=batch_size).rate

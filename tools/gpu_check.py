@@ -361,7 +361,7 @@ def run_bench(python: Path, out: Path, check: Check, only, light: bool, budget) 
 
 def detect_gpus() -> list[dict]:
     sys.path.insert(0, str(ROOT))
-    from helpers.environment import nvidia_smi  # stdlib only: no TensorFlow here
+    from helpers.devices import nvidia_smi  # stdlib only: no TensorFlow here
 
     return nvidia_smi()
 

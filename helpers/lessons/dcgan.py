@@ -9,7 +9,7 @@ notebook, then run ``make lessons``. ``make test`` fails if this file and the no
 import keras
 import tensorflow as tf
 
-from helpers import gan_models
+from helpers import dcgan  # plumbing: the networks, the run's batches, history and scores
 
 
 def make_optimizer(policy, learning_rate=2e-4, beta_1=0.5):
@@ -24,7 +24,7 @@ def build_gan(architecture, shape, policy, fused_bn=True, fast_dropout=True, see
     previous = keras.mixed_precision.global_policy()
     keras.mixed_precision.set_global_policy(policy)  # layers made now compute in it
     keras.utils.set_random_seed(seed)
-    generator, discriminator = gan_models.build_pair(
+    generator, discriminator = dcgan.build_pair(
         architecture, shape, fused_bn=fused_bn, fast_dropout=fast_dropout)
     keras.mixed_precision.set_global_policy(previous)
     optimizers = make_optimizer(policy), make_optimizer(policy)
@@ -77,8 +77,8 @@ def make_train_step(generator, discriminator, g_opt, d_opt, rng, d_steps=1, jit_
 def tutorial_step(batch_size=256, noise_dim=100):
     """The TF tutorial's step as published: float32, Keras's layers, Adam(1e-4), no XLA."""
     keras.mixed_precision.set_global_policy("float32")
-    generator = gan_models.tutorial_generator(noise_dim, tuned=False)
-    discriminator = gan_models.tutorial_discriminator(tuned=False)
+    generator = dcgan.tutorial_generator(noise_dim, tuned=False)
+    discriminator = dcgan.tutorial_discriminator(tuned=False)
     g_opt, d_opt = keras.optimizers.Adam(1e-4), keras.optimizers.Adam(1e-4)
 
     @tf.function
@@ -130,8 +130,6 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
-from helpers import gan  # plumbing: the run's batches, history, grids and scores
-
 
 def by_position(variables):
     # keyed by position: layer names carry numbers Keras counts per session (dense_1...),
@@ -175,7 +173,7 @@ def start_run(settings, shape, scorer=None):
     manager = make_checkpoint(Path(s["directory"]) / "checkpoints", step, rng,
                               generator=generator, discriminator=discriminator,
                               g_opt=g_opt, d_opt=d_opt)
-    history = gan.History(s["directory"], scorer=scorer)  # losses, grids, scores
+    history = dcgan.History(s["directory"], scorer=scorer)  # losses, grids, scores
     history.load(restore(manager))
     train_step = make_train_step(generator, discriminator, g_opt, d_opt, rng,
                                  s["d_steps"], jit_compile=s["xla"])
@@ -186,7 +184,7 @@ def start_run(settings, shape, scorer=None):
 def train(run, make_batches, epochs, steps_per_epoch, every=200, read_back=20, step_fn=None):
     step_fn = step_fn or run.train_step
     step = int(run.step.numpy())  # read back once; from here on counted on the host
-    batches = iter(gan.run_batches(make_batches, epochs, steps_per_epoch, step))
+    batches = iter(dcgan.run_batches(make_batches, epochs, steps_per_epoch, step))
     for epoch in range(step // steps_per_epoch, epochs):
         start, images, pending = time.perf_counter(), 0, []
         while step < (epoch + 1) * steps_per_epoch:
@@ -206,11 +204,11 @@ def train(run, make_batches, epochs, steps_per_epoch, every=200, read_back=20, s
 
 def child_main(settings, die_at_step):
     """The run, in a process of its own, until it kills itself before step `die_at_step`."""
-    from helpers import data, gan_score
+    from helpers import data, dcgan
 
     s = settings
     images = data.load(s["dataset"], limit=s["max_images"], verbose=False)
-    scorer = gan_score.Scorer(images.x_train, images.y_train, images.x_test,
+    scorer = dcgan.Scorer(images.x_train, images.y_train, images.x_test,
                               len(images.class_names), Path(s["directory"]) / "scorer",
                               s["dataset"], verbose=False)  # the notebook cached it
     run = start_run(s, images.shape, scorer)
@@ -225,5 +223,5 @@ def child_main(settings, die_at_step):
         return run.train_step(batch)
 
     steps_per_epoch = len(images.x_train) // s["batch_size"]
-    make_batches = gan.epoch_batches(images.x_train, s["batch_size"], seed=0)
+    make_batches = dcgan.epoch_batches(images.x_train, s["batch_size"], seed=0)
     train(run, make_batches, s["epochs"], steps_per_epoch, s["every"], step_fn=dying_step)

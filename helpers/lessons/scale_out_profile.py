@@ -26,7 +26,7 @@ import time
 
 import tensorflow as tf  # noqa: F811  (the same module as above)
 
-from helpers import profiling  # noqa: F811
+from helpers import scale_out_profile  # noqa: F811
 
 
 def capture(step, steps, logdir, warmup=3):
@@ -41,4 +41,4 @@ def capture(step, steps, logdir, warmup=3):
                 step().numpy()
     finally:
         tf.profiler.experimental.stop()
-    return profiling.trace_file(logdir, since=began)  # the .xplane.pb it wrote
+    return scale_out_profile.trace_file(logdir, since=began)  # the .xplane.pb it wrote

@@ -1,7 +1,10 @@
-"""Training under ``tf.distribute``: global vs per-replica batches, input sharding,
+"""Plumbing of notebook 05 (data parallel), reused by 07, 08 and 09: 1-versus-N comparisons, the
+batch rule and the classifier runs.
+
+Training under ``tf.distribute``: global vs per-replica batches, input sharding,
 and the proof that 1 replica and N replicas compute the same update.
 
-On a CPU split into logical devices (``helpers.strategy.split_cpu``) all of it runs
+On a CPU split into logical devices (``helpers.devices.split_cpu``) all of it runs
 with ``MirroredStrategy``, so TPU code paths are exercised without a TPU.
 """
 
@@ -9,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from helpers.devices import mirrored as shared_mirrored
 from helpers.errors import invalid
 from helpers.models import replica_classifier
-from helpers.strategy import mirrored as shared_mirrored
 
 
 def expected_replicas(accelerator: object, logical_devices: object, gpus: int, tpu_usable: bool):
@@ -186,8 +189,8 @@ def fit_classifier(
 
     import tensorflow as tf
 
-    from helpers.precision import precision
-    from helpers.throughput import epoch_timer
+    from helpers.devices import precision
+    from helpers.timing import epoch_timer
 
     note = ""
     if isinstance(strategy, tf.distribute.MirroredStrategy) and steps_per_execution > 1:

@@ -1,4 +1,7 @@
-"""Memory plumbing for notebook 06: the course's message when a device setting comes too
+"""Plumbing of notebook 06 (out of memory): child-process trials, the batch search and memory
+readings.
+
+Memory plumbing for notebook 06: the course's message when a device setting comes too
 late, memory measured in a child process, the largest-batch search, and the memory estimate.
 The lessons themselves (memory growth and limits, catching an OOM, gradient accumulation) are
 written in the notebook's cells (helpers.lessons.out_of_memory holds its ``#@save`` ones).
@@ -45,7 +48,7 @@ def late_error(error: BaseException, asked: str) -> LateConfigurationError:
 def gpu_used_mb(index: int = 0) -> float | None:
     """GPU ``index``'s memory in use, all processes together, as ``nvidia-smi`` reports it
     (MiB); None without nvidia-smi."""
-    from helpers.environment import nvidia_smi
+    from helpers.devices import nvidia_smi
 
     gpus = nvidia_smi()
     return gpus[index]["memory_used_mib"] if len(gpus) > index else None
@@ -194,7 +197,7 @@ def _child_main(task: dict) -> dict:
     import keras
 
     from helpers import models
-    from helpers.precision import precision
+    from helpers.devices import precision
 
     keras.utils.set_random_seed(task.get("seed", 0))
     with precision(task.get("policy")):

@@ -1,4 +1,7 @@
-"""Advice from blog posts that today's TensorFlow removed, and what replaced it.
+"""Plumbing of notebook 01 (runtime check): the table of outdated GPU-setup advice and what this
+runtime says of each.
+
+Advice from blog posts that today's TensorFlow removed, and what replaced it.
 
 Each row carries a probe run against the TensorFlow in this runtime, so the
 notebook shows, live, that the old call is gone. Source of the facts:

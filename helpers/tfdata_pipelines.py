@@ -1,4 +1,7 @@
-"""The tf.data latency benchmark: where an input pipeline's time goes, and what each
+"""Plumbing of notebook 03 (tf.data pipelines): the latency harness, the pipeline comparison and
+the input-bound diagnosis.
+
+The tf.data latency benchmark: where an input pipeline's time goes, and what each
 optimisation buys.
 
 A synthetic data source pays simulated latencies like real storage does: opening
@@ -9,6 +12,17 @@ logged with its start and end, so a timeline shows what overlaps.
 This module is the harness (simulated files and decoding, timing, timelines); the
 transformations compared are the notebook's own (``helpers.lessons.tfdata_pipelines``).
 The idea is TF's data-performance guide's; the code is ours.
+
+Plumbing for notebook 03's input pipelines: data preparation and measurement.
+
+The pipelines themselves (``from_tensor_slices``, TFRecords written as ``tf.train.Example``
+and read with ``TFRecordDataset`` and ``interleave``, image folders, the cache, shuffle,
+augment, batch, prefetch tail, ``ignore_errors``) are written in the notebook's own cells;
+the ones other places reuse are in ``helpers.lessons.tfdata_pipelines``, generated from them.
+What stays here is what the lesson is not about: writing an image folder to read from,
+damaging a file on purpose, a memory-fit rule and timing epochs.
+
+Is my model input-bound? Time the same training steps fed from memory and fed by a pipeline.
 """
 
 from __future__ import annotations
@@ -17,6 +31,9 @@ import statistics
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
+
+from helpers.timing import epoch_timer
 
 
 @dataclass(frozen=True)
@@ -209,3 +226,115 @@ def plot_timelines(results: list[dict], names=("naive", "all combined")):
     )
     fig.tight_layout(rect=(0, 0, 1, 0.93))
     return fig
+
+
+def write_image_folder(x, y, directory, class_names) -> int:
+    """Save images as PNG files in one sub-folder per class; returns how many were written."""
+    from PIL import Image
+
+    directory = Path(directory)
+    for i, (image, label) in enumerate(zip(x, y, strict=True)):
+        folder = directory / class_names[int(label)].replace("/", "_")
+        folder.mkdir(parents=True, exist_ok=True)
+        pixels = image[..., 0] if image.shape[-1] == 1 else image
+        Image.fromarray(pixels).save(folder / f"{i:06d}.png")
+    return len(x)
+
+
+def corrupt_file(path, at: float = 0.5, length: int = 16) -> None:
+    """Overwrite ``length`` bytes in the middle of a file (for demonstrations and tests)."""
+    path = Path(path)
+    data = bytearray(path.read_bytes())
+    start = int(len(data) * at)
+    data[start : start + length] = b"\xff" * min(length, len(data) - start)
+    path.write_bytes(bytes(data))
+
+
+def fits_on_device(nbytes: int, free_bytes: int, margin: float = 0.5) -> bool:
+    """Whether a data set of ``nbytes`` may be pinned on a device with ``free_bytes``,
+    keeping ``margin`` of the memory for the model and its activations."""
+    return nbytes <= free_bytes * (1 - margin)
+
+
+def epoch_seconds(ds, epochs: int = 3) -> dict:
+    """Iterate ``ds`` for ``epochs`` epochs: the first epoch apart (it fills caches and
+    warms up), the steady state as the median of the rest."""
+    from helpers.timing import measure, no_sync
+
+    def one_epoch():
+        for _ in ds:
+            pass
+
+    timing = measure(one_epoch, warmup=1, repeats=max(1, epochs - 1), sync=no_sync)
+    return {"first_epoch_s": timing.first_call_s, "epoch_s": timing.median_s}
+
+
+#: What to try, in order, when a model waits for its input.
+ADVICE = [
+    "prefetch(tf.data.AUTOTUNE) as the last step, so input and training overlap",
+    "map(..., num_parallel_calls=tf.data.AUTOTUNE) for decoding and augmentation",
+    "cache() after decoding, when the decoded data fits in memory",
+    "interleave(..., num_parallel_calls=tf.data.AUTOTUNE) over several files",
+    "batch before an expensive map, and write that map for a whole batch (vectorise)",
+    "move augmentation into the model (Keras preprocessing layers) to run it on the GPU",
+]
+
+THRESHOLD = 1.15  # a pipeline-fed epoch within 15% of the compute-only one is not input-bound
+
+
+def input_bound(model, dataset, steps: int, epochs: int = 3, full_pass_first: bool = True) -> dict:
+    """Compare steady-state epochs of ``steps`` steps: one real batch repeated from memory
+    (compute only) against batches from ``dataset`` (compute plus input). The two
+    alternate epoch by epoch; the first round (compiling) is left out of the medians.
+
+    ``model`` must be compiled. With ``full_pass_first`` the dataset is read once to
+    the end before timing, so a ``cache()`` in it is complete, as in any real epoch
+    after the first (a cache read only in part is thrown away). Returns both epoch
+    times, their ratio, the share of time spent waiting for input, a verdict, the
+    advice that applies, and every epoch's seconds.
+    """
+    import tensorflow as tf
+
+    if epochs < 2:
+        raise ValueError("epochs must be at least 2: the first epoch compiles")
+    if full_pass_first:
+        for _ in dataset:
+            pass
+    first = next(iter(dataset))
+    in_memory = tf.data.Dataset.from_tensors(first).repeat(steps).cache()
+    fed = dataset.repeat().take(steps)
+    # alternate the two, epoch by epoch, so a slow spell on a shared machine hits both
+    seconds = {"compute": [], "pipeline": []}
+    for _ in range(epochs):
+        for name, source in (("compute", in_memory), ("pipeline", fed)):
+            timer = epoch_timer()
+            model.fit(source, epochs=1, verbose=0, callbacks=[timer], shuffle=False)
+            seconds[name] += timer.seconds
+    return judge(seconds)
+
+
+def judge(seconds: dict[str, list[float]]) -> dict:
+    """The diagnosis from epoch times: ``seconds["compute"]`` and ``seconds["pipeline"]``, one
+    figure per epoch, the first of each (compiling) left out of the medians. Kept apart from
+    the timing so that it can be checked with given figures."""
+    times = {name: statistics.median(values[1:]) for name, values in seconds.items()}
+    ratio = times["pipeline"] / times["compute"]
+    waiting = max(0.0, 1 - 1 / ratio)
+    bound = ratio > THRESHOLD
+    verdict = (
+        f"Input-bound: the pipeline-fed epoch takes {ratio:.2f}x the compute-only one; "
+        f"about {waiting:.0%} of the time is spent waiting for data."
+        if bound
+        else f"Not input-bound: the pipeline-fed epoch takes {ratio:.2f}x the compute-only one "
+        f"(threshold {THRESHOLD})."
+    )
+    return {
+        "compute_epoch_s": times["compute"],
+        "pipeline_epoch_s": times["pipeline"],
+        "ratio": ratio,
+        "waiting_share": waiting,
+        "input_bound": bound,
+        "verdict": verdict,
+        "advice": ADVICE if bound else [],
+        "epoch_seconds": {name: list(values) for name, values in seconds.items()},
+    }

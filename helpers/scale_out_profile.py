@@ -1,0 +1,759 @@
+"""Plumbing of notebook 07 (scale out and profile): the replica sweep, the multi-worker launcher
+and the trace reading.
+
+Throughput against the number of replicas, with ``MirroredStrategy`` on one machine.
+
+Real GPUs where there are several; one GPU split into logical GPUs; or the CPU split into
+logical devices. Split devices share the same hardware, so they show the cost of replication
+(copies, all-reduces), not a speedup: the notebook says which case ran.
+
+Plumbing for notebook 07's workers: ``MultiWorkerMirroredStrategy`` over loopback.
+
+The worker itself (``TF_CONFIG`` read, the strategy, the data set, the custom loop with
+``strategy.run``, the chief's checkpoints) is written out in notebook 07's ``%%writefile`` cells,
+which save it as ``worker.py``; ``tools.course.worker_script`` reads those cells back, so
+that the tests and ``make bench`` run the very script the notebook shows. This module only
+launches it:
+:func:`run_cluster` starts one Python process per worker, each with its own ``TF_CONFIG`` (from
+the notebook's ``tf_config``, which it is passed), watches them, and
+collects what the chief reports (:func:`report_step`).
+
+Recovery: when a worker dies, the others would wait for it in the next all-reduce, so the
+launcher stops them all and starts the cluster again; the script restores the chief's newest
+checkpoint.
+
+No worker outlives its launcher: :func:`run_cluster` stops them all (each worker's whole process
+group, with SIGKILL) on any exit, an exception or ``KeyboardInterrupt`` (Jupyter's "interrupt")
+included; an ``atexit`` hook does it when the kernel shuts down; and each worker ends itself
+when the launching process is gone (:func:`follow_launcher`; a kernel killed outright runs no
+``atexit``).
+
+Capture a TensorFlow profiler trace of a few training steps, and read it without TensorBoard.
+
+The profiler writes ``plugins/profile/<run>/<host>.xplane.pb`` (an ``XSpace`` protocol buffer):
+planes (the host, each GPU or TPU), lines (threads, GPU streams) and timed events. Reading it
+needs only the proto that ships with TensorFlow, so the notebook can show the top operations,
+the share of step time spent waiting for input, and device idle time, even where the
+TensorBoard profile plugin is not installed (it is not, with TF 2.21).
+"""
+
+from __future__ import annotations
+
+import atexit
+import collections
+import dataclasses
+import json
+import os
+import re
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+from helpers.devices import split_cpu
+from helpers.errors import LateConfigurationError, too_late
+
+
+@dataclasses.dataclass
+class ReplicaDevices:
+    kind: str  # "gpu" or "cpu"
+    names: list[str]
+    description: str
+    shared_hardware: bool  # True where the devices are slices of one chip
+
+
+def replica_counts(largest: int) -> list[int]:
+    """1, 2, 4, ... up to ``largest`` (which is included)."""
+    counts, n = [], 1
+    while n < largest:
+        counts.append(n)
+        n *= 2
+    return counts + [largest]
+
+
+def replica_devices(count: int, gpu_memory_mb: int | None = None) -> ReplicaDevices:
+    """Devices for up to ``count`` replicas; must run before TensorFlow's first op.
+
+    Several GPUs: all of them. One GPU: split into ``count`` logical GPUs of
+    ``gpu_memory_mb`` each (default: 80% of the GPU's memory shared out, at most 2 GiB each).
+    No GPU: the CPU split into ``count`` logical devices."""
+    import tensorflow as tf
+
+    from helpers.devices import list_gpus
+
+    gpus = tf.config.list_physical_devices("GPU")
+    if len(gpus) == 1 and gpu_memory_mb is None:
+        total = list_gpus()[0].memory_mib or 8192  # nvidia-smi's figure, where it answers
+        gpu_memory_mb = min(2048, int(0.8 * total / count))
+    if len(gpus) > 1:
+        for gpu in gpus:  # take only what training needs: local workers want GPUs later
+            try:
+                tf.config.experimental.set_memory_growth(gpu, True)
+            except RuntimeError:  # TensorFlow already started its GPUs: keep what is set
+                pass
+        names = [d.name for d in tf.config.list_logical_devices("GPU")]
+        return ReplicaDevices("gpu", names, f"{len(names)} GPUs", False)
+    if gpus:
+        config = [tf.config.LogicalDeviceConfiguration(memory_limit=gpu_memory_mb)] * count
+        try:
+            tf.config.set_logical_device_configuration(gpus[0], config)
+        except RuntimeError:
+            have = len(tf.config.list_logical_devices("GPU"))
+            if have != count:
+                raise LateConfigurationError(
+                    too_late(f"{count} logical GPUs", f"TensorFlow already started with {have}")
+                ) from None
+        names = [d.name for d in tf.config.list_logical_devices("GPU")]
+        return ReplicaDevices(
+            "gpu", names, f"GPU split into {count} logical GPUs of {gpu_memory_mb} MB", True
+        )
+    split_cpu(count)
+    names = [d.name for d in tf.config.list_logical_devices("CPU")]
+    return ReplicaDevices("cpu", names, f"CPU split into {count} logical devices", True)
+
+
+def sweep(
+    strategy_for, counts, x, y, per_replica_batch: int, epochs: int = 3, progress=None
+) -> list[dict]:
+    """Train the classifier of notebook 05 with ``fit`` under ``strategy_for(count)`` (notebook
+    07 shows the ``MirroredStrategy`` it builds) on each replica count, keeping the batch per
+    replica fixed (the global batch grows with the replicas, as when GPUs are added).
+
+    Returns one row per count: images/s (median of the epochs after the first), speedup over
+    one replica, and scaling efficiency (speedup / replicas)."""
+    from helpers.data_parallel import fit_classifier
+
+    rows = []
+    for count in counts:
+        run = fit_classifier(
+            strategy_for(count),
+            x,
+            y,
+            per_replica_batch * count,
+            epochs=epochs,
+            synchronized=False,  # as most training runs; see fit_classifier
+        )
+        rows.append(
+            {
+                "replicas": count,
+                "global_batch": per_replica_batch * count,
+                "images_per_s": run["images_per_s"],
+            }
+        )
+        if progress:
+            progress(rows[-1])
+    first = rows[0]
+    for row in rows:
+        row["speedup"] = row["images_per_s"] / first["images_per_s"]
+        row["efficiency"] = row["speedup"] / (row["replicas"] / first["replicas"])
+    return rows
+
+
+def plot(rows: list[dict], description: str):
+    """Images/s against replicas, beside perfect linear scaling from the first point."""
+    import matplotlib.pyplot as plt
+
+    counts = [r["replicas"] for r in rows]
+    measured = [r["images_per_s"] for r in rows]
+    ideal = [measured[0] * c / counts[0] for c in counts]
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.plot(counts, measured, "o-", label="measured")
+    ax.plot(counts, ideal, "--", color="gray", label="perfect scaling")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(counts, [str(c) for c in counts])
+    ax.set_xlabel("replicas")
+    ax.set_ylabel("training images/s")
+    ax.set_title(f"MirroredStrategy on {description}", fontsize=10)
+    ax.legend()
+    fig.tight_layout()
+    return fig
+
+
+DATA_FILE = "data.npz"
+JOB_FILE = "job.json"
+PROGRESS_FILE = "progress.jsonl"
+PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
+LAUNCHER_ENV = "COURSE_LAUNCHER_PID"  # a worker ends itself when this process is gone
+WORKER_FILE = "worker.py"
+
+
+@dataclasses.dataclass
+class Job:
+    """What every worker trains, and how."""
+
+    workers: int = 2
+    global_batch: int = 64
+    steps: int = 60
+    checkpoint_every: int = 20
+    learning_rate: float = 0.005  # SGD; larger rates made the first steps unstable here
+    seed: int = 0
+    #: ``(worker, step)``: that worker kills itself (SIGKILL) when it reaches that step, in
+    #: the first attempt only, as a preempted machine would vanish
+    kill: tuple[int, int] | None = None
+    #: seconds a worker waits for the others in a collective before it gives up
+    collective_timeout_s: float = 120.0
+
+
+@dataclasses.dataclass
+class Attempt:
+    """One start of the cluster."""
+
+    number: int
+    resumed_from: int  # the checkpoint step it started from (0: from scratch)
+    exit_codes: list[int]
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return all(code == 0 for code in self.exit_codes)
+
+
+@dataclasses.dataclass
+class ClusterResult:
+    """What the cluster did: the attempts, the loss per step, and timing."""
+
+    workers: int
+    global_batch: int
+    attempts: list[Attempt]
+    losses: dict[int, float]  # step -> loss (the last attempt's value where steps repeat)
+    step_seconds: list[float]  # per step of the last attempt, after its first
+    seconds: float  # wall clock for everything, process starts included
+    logs: dict[str, str]
+    device: str = ""  # what the workers ran on
+
+    @property
+    def images_per_s(self) -> float:
+        """Steady-state training images/s: the global batch over the median step time."""
+        return self.global_batch / float(np.median(self.step_seconds))
+
+    @property
+    def final_loss(self) -> float:
+        return self.losses[max(self.losses)]
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` TCP ports that are free on this machine now."""
+    sockets = []
+    try:
+        for _ in range(count):
+            s = socket.socket()
+            s.bind(("localhost", 0))
+            sockets.append(s)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def worker_devices(workers: int, gpus: int) -> tuple[list[str], str]:
+    """``CUDA_VISIBLE_DEVICES`` for each worker, and what they run on: one GPU each where there
+    are enough, else the CPU. Local workers must not share one GPU: each TensorFlow process
+    takes most of a GPU's memory, so the second would run out."""
+    if gpus >= workers:
+        return [str(i) for i in range(workers)], f"{workers} worker(s), one GPU each"
+    return ["-1"] * workers, f"{workers} worker(s) on the CPU"
+
+
+def write_data(work_dir, x, y) -> Path:
+    """Save the training arrays once where every worker reads them (a shared disk or bucket
+    on real machines), so that workers do not each download them."""
+    path = Path(work_dir) / DATA_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(path, x=x, y=y)
+    return path
+
+
+def report_step(work_dir, attempt: int, step: int, loss: float, seconds: float) -> None:
+    """In the chief: append one step's loss and time to the file the launcher watches."""
+    record = {"attempt": attempt, "step": step, "loss": loss, "seconds": seconds}
+    with (Path(work_dir) / PROGRESS_FILE).open("a") as f:
+        f.write(json.dumps(record) + "\n")
+
+
+def run_cluster(
+    job: Job,
+    work_dir,
+    script=None,
+    *,
+    tf_config,
+    max_restarts: int = 2,
+    timeout_s: float = 600.0,
+    progress=None,
+) -> ClusterResult:
+    """Run the worker ``script`` (default: ``work_dir/worker.py``, as notebook 07 writes it)
+    on ``job.workers`` local processes, worker ``i`` with ``TF_CONFIG`` =
+    ``tf_config(addresses, i)`` (the notebook's own function), restarting the whole cluster
+    (up to ``max_restarts`` times) when a worker dies; the script resumes from the newest
+    checkpoint. Called again on
+    the same ``work_dir`` (after a disconnect, say), it resumes there too.
+
+    ``work_dir`` must hold the data (:func:`write_data`); checkpoints and logs go there too.
+    Each worker runs ``python script JOB_FILE`` with its ``TF_CONFIG``.
+    ``progress(attempt, step, loss)`` is called as the chief reports steps.
+    """
+    work = Path(work_dir).resolve()
+    script = Path(script or work / WORKER_FILE).resolve()
+    if not (work / DATA_FILE).exists():
+        raise FileNotFoundError(f"{work / DATA_FILE} is missing: call write_data() first")
+    if not script.exists():
+        raise FileNotFoundError(f"{script} is missing: run the notebook's %%writefile cells")
+    if not _latest_step(work / "checkpoints"):  # a fresh run; otherwise it resumes
+        (work / PROGRESS_FILE).unlink(missing_ok=True)
+    from helpers.devices import nvidia_smi
+
+    visible, device = worker_devices(job.workers, len(nvidia_smi()))
+    attempts, logs, start = [], {}, time.perf_counter()
+    for number in range(max_restarts + 1):
+        spec = {**dataclasses.asdict(job), "attempt": number, "work_dir": str(work)}
+        (work / JOB_FILE).write_text(json.dumps(spec))
+        resumed_from = _latest_step(work / "checkpoints")
+        began = time.perf_counter()
+        codes, attempt_logs = _launch(work, script, visible, number, timeout_s, progress,
+                                      tf_config)
+        logs.update(attempt_logs)
+        attempts.append(Attempt(number, resumed_from, codes, time.perf_counter() - began))
+        if attempts[-1].ok:
+            break
+    seconds = time.perf_counter() - start
+    if not attempts[-1].ok:
+        last = logs[max(logs)]
+        raise RuntimeError(
+            f"the cluster failed {len(attempts)} times; exit codes {attempts[-1].exit_codes}; "
+            f"last log lines:\n{last[-2000:]}"
+        )
+    losses, step_seconds = _read_progress(work / PROGRESS_FILE, attempts[-1].number)
+    return ClusterResult(
+        job.workers, job.global_batch, attempts, losses, step_seconds, seconds, logs, device
+    )
+
+
+def _latest_step(directory: Path) -> int:
+    steps = [
+        int(m.group(1))
+        for p in directory.glob("ckpt-*.index")
+        if (m := re.match(r"ckpt-(\d+)\.index$", p.name))
+    ]
+    return max(steps, default=0)
+
+
+def _worker_command(script: Path, job_path: Path, index: int) -> list[str]:
+    """The command line of worker ``index`` (which learns its index from ``TF_CONFIG``)."""
+    return [sys.executable, str(script), str(job_path)]
+
+
+#: the workers of this process that may still run; ended at exit whatever happens
+_LIVE: set = set()
+
+
+def _launch(work: Path, script: Path, visible: list[str], attempt: int, timeout_s: float, progress,
+            tf_config):
+    """Start every worker; stop them all as soon as one fails, and on any exit from here
+    (an exception, ``KeyboardInterrupt``). Returns exit codes and logs."""
+    addresses = [f"localhost:{port}" for port in free_ports(len(visible))]
+    processes, paths = [], []
+    try:
+        for index, devices in enumerate(visible):
+            env = {**os.environ, "TF_CONFIG": json.dumps(tf_config(addresses, index))}
+            env["CUDA_VISIBLE_DEVICES"] = devices
+            env[LAUNCHER_ENV] = str(os.getpid())
+            # the workers import helpers from wherever this process did
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_ROOT, env.get("PYTHONPATH")]))
+            path = work / f"worker{index}_attempt{attempt}.log"
+            paths.append(path)
+            with path.open("w") as log:
+                process = subprocess.Popen(
+                    _worker_command(script, work / JOB_FILE, index),
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    # a group of its own: stopping it stops whatever it started, and the
+                    # notebook's interrupt (SIGINT to the kernel's group) stays with the kernel
+                    start_new_session=os.name == "posix",
+                )
+            _LIVE.add(process)
+            processes.append(process)
+        deadline, seen = time.monotonic() + timeout_s, 0
+        while True:
+            codes = [p.poll() for p in processes]
+            seen = _report(work / PROGRESS_FILE, seen, progress)
+            if all(code == 0 for code in codes):
+                break
+            if any(code not in (None, 0) for code in codes) or time.monotonic() > deadline:
+                _stop(processes)  # the others would wait for the dead one in their next all-reduce
+                break
+            time.sleep(0.2)
+        _report(work / PROGRESS_FILE, seen, progress)
+        codes = [p.wait() for p in processes]
+    finally:
+        _stop(processes)  # nothing left running, whatever ended this function
+        for p in processes:
+            p.wait()
+            _LIVE.discard(p)
+    return codes, {p.stem: p.read_text() for p in paths}
+
+
+def _stop(processes) -> None:
+    """Kill each running worker and its process group at once.
+
+    SIGKILL, not SIGTERM: the strategy takes SIGTERM as a preemption notice and waits."""
+    for p in processes:
+        if p.poll() is not None:
+            continue
+        try:
+            if os.name == "posix":
+                os.killpg(p.pid, signal.SIGKILL)  # its group: the worker and what it started
+            else:
+                p.kill()
+        except (ProcessLookupError, PermissionError):
+            p.kill()
+
+
+@atexit.register
+def _stop_all() -> None:
+    """At interpreter exit (a kernel shutting down): no worker is left behind."""
+    live = list(_LIVE)
+    _stop(live)
+    for p in live:
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def follow_launcher(interval_s: float = 1.0) -> threading.Thread | None:
+    """In a worker: end this process (SIGKILL) as soon as the process that launched it is
+    gone, for a launcher killed outright (which runs no cleanup). Returns the watching thread,
+    or None when this process was not started by :func:`run_cluster`."""
+    launcher = os.environ.get(LAUNCHER_ENV)
+    if not launcher:
+        return None
+    launcher_pid = int(launcher)
+
+    def gone() -> bool:
+        if os.getppid() != launcher_pid:  # re-parented: the launcher died
+            return True
+        try:
+            os.kill(launcher_pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            pass
+        return False
+
+    def watch() -> None:
+        while not gone():
+            time.sleep(interval_s)
+        if os.name == "posix" and os.getpgid(0) == os.getpid():  # its own group: all of it
+            os.killpg(os.getpid(), signal.SIGKILL)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    thread = threading.Thread(target=watch, name="follow-launcher", daemon=True)
+    thread.start()
+    return thread
+
+
+def _read_lines(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    lines = path.read_text().splitlines()
+    return [json.loads(line) for line in lines if line.endswith("}")]
+
+
+def _report(path: Path, seen: int, progress) -> int:
+    records = _read_lines(path)
+    if progress is not None:
+        for record in records[seen:]:
+            progress(record["attempt"], record["step"], record["loss"])
+    return len(records)
+
+
+def _read_progress(path: Path, last_attempt: int):
+    losses, step_seconds, earlier = {}, [], []
+    for record in _read_lines(path):
+        losses[record["step"]] = record["loss"]
+        mine = record["attempt"] == last_attempt
+        (step_seconds if mine else earlier).append(record["seconds"])
+    # the last attempt's steps after its first (which traces); a resumed run that had nothing
+    # left to do reports the earlier steps' times
+    return dict(sorted(losses.items())), step_seconds[1:] or step_seconds or earlier[1:]
+
+
+def plot_recovery(recovered: ClusterResult, reference: ClusterResult, kill_step: int):
+    """The loss of a run that lost a worker, over the uninterrupted run's, with the kill and
+    the checkpoint it resumed from marked."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    ax.plot(list(reference.losses), list(reference.losses.values()), label="uninterrupted")
+    ax.plot(list(recovered.losses), list(recovered.losses.values()), "--", label="with a restart")
+    ax.axvline(kill_step, color="red", linestyle=":", label=f"worker killed (step {kill_step})")
+    resumed = recovered.attempts[-1].resumed_from
+    ax.axvline(resumed, color="gray", linestyle=":", label=f"resumed from step {resumed}")
+    ax.set(
+        xlabel="step",
+        ylabel="training loss",
+        title="A lost worker costs the steps since the checkpoint",
+    )
+    ax.legend()
+    fig.tight_layout()
+    return fig
+
+
+#: the name of the step markers notebook 07's ``capture`` writes into the trace
+STEP_NAME = "train"
+#: a TensorFlow op event: "scope/op_name:OpType"
+OP_EVENT = re.compile(r"^(?P<name>[^:]+):(?P<type>[A-Za-z_][A-Za-z0-9_]*)$")
+#: events where a step waits for its next input batch
+INPUT_EVENTS = ("IteratorGetNextOp::DoCompute", "IteratorGetNextAsOptionalOp::DoCompute")
+#: prefixes oneDNN puts in front of op types on a CPU
+_CPU_PREFIXES = re.compile(r"^_(MklNative|MklFused|Mkl|Fused)")
+#: op types that do a model's heavy arithmetic
+HEAVY_OPS = re.compile(r"Conv|MatMul|Einsum|convolution|dot|gemm|cutlass|xmma", re.IGNORECASE)
+
+
+@dataclasses.dataclass
+class OpTime:
+    type: str
+    name: str
+    ms: float  # total over the traced steps (summed over threads on a CPU)
+    count: int
+
+
+@dataclasses.dataclass
+class TraceSummary:
+    """What a trace says about the traced steps."""
+
+    device: str  # the plane the ops were read from: "/host:CPU" or "/device:GPU:0"...
+    step_ms: list[float]
+    ops: list[OpTime]  # by total time, largest first
+    input_share: float  # of step time, waiting for the input pipeline
+    idle_share: float  # of step time, with no op running on the device
+    path: Path
+
+    @property
+    def median_step_ms(self) -> float:
+        return statistics.median(self.step_ms)
+
+    def by_type(self) -> list[tuple[str, float, float]]:
+        """(op type, ms, share of all op time), largest first."""
+        totals = collections.Counter()
+        for op in self.ops:
+            totals[op.type] += op.ms
+        whole = sum(totals.values()) or 1.0
+        return [(kind, ms, ms / whole) for kind, ms in totals.most_common()]
+
+
+def trace_file(logdir, since: float) -> Path:
+    """The ``.xplane.pb`` a capture into ``logdir`` that began at ``since`` (``time.time()``)
+    wrote. Runs are folders named by the second they started in: a second capture in the same
+    second rewrites the same file, so this looks at when files were written, not at new names."""
+    files = Path(logdir).glob("plugins/profile/*/*.xplane.pb")
+    new = [p for p in files if p.stat().st_mtime >= since]
+    if not new:
+        raise RuntimeError(f"the profiler wrote no trace under {logdir}")
+    return max(new, key=lambda p: p.stat().st_mtime)
+
+
+def read_trace(path) -> TraceSummary:
+    """Summarise the steps ``capture`` (notebook 07) marked in the trace at ``path``."""
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    space = xplane_pb2.XSpace()
+    space.ParseFromString(Path(path).read_bytes())
+    host = next(p for p in space.planes if p.name == "/host:CPU")
+    steps = sorted(_events(host, lambda name: name == STEP_NAME))
+    if not steps:
+        raise ValueError(f"no '{STEP_NAME}' step markers in {path}: was it written by capture()?")
+    accelerators = [
+        plane
+        for plane in space.planes
+        if plane.name.startswith("/device:") and any(line.events for line in plane.lines)
+    ]
+    if accelerators:
+        plane = accelerators[0]
+        ops = list(_device_ops(plane))
+    else:  # the CPU: op events on TensorFlow's threads, not on the input pipeline's
+        plane = host
+        ops = [
+            (start, end, match["type"], match["name"])
+            for start, end, name in _events(host, _is_op, True, skip_lines="tf_data")
+            if (match := OP_EVENT.match(name))
+        ]
+    ops = [op for op in ops if _within(op[0], op[1], steps)]
+    waits = [(s, e) for s, e in _events(host, lambda n: n in INPUT_EVENTS)]
+    step_ps = sum(end - start for start, end in steps)
+    busy = _overlap(_union((s, e) for s, e, *_ in ops), steps)
+    waiting = _overlap(_union(waits), steps)
+    return TraceSummary(
+        device=plane.name,
+        step_ms=[(end - start) / 1e9 for start, end in steps],
+        ops=_aggregate(ops),
+        input_share=waiting / step_ps,
+        idle_share=max(0.0, 1 - busy / step_ps),
+        path=Path(path),
+    )
+
+
+def _is_op(name: str) -> bool:
+    match = OP_EVENT.match(name)
+    return match is not None and not match["type"].startswith("IteratorGetNext")
+
+
+def _events(plane, wanted, with_name: bool = False, skip_lines: str | None = None):
+    names = {key: meta.name for key, meta in plane.event_metadata.items()}
+    for line in plane.lines:
+        if skip_lines and line.name.startswith(skip_lines):
+            continue
+        base = line.timestamp_ns * 1000
+        for event in line.events:
+            name = names.get(event.metadata_id, "")
+            if wanted(name):
+                start = base + event.offset_ps
+                yield (
+                    (start, start + event.duration_ps, name)
+                    if with_name
+                    else (
+                        start,
+                        start + event.duration_ps,
+                    )
+                )
+
+
+def _device_ops(plane):
+    """GPU/TPU kernels, named by the TensorFlow op that launched them where the trace says."""
+    stat_names = {key: meta.name for key, meta in plane.stat_metadata.items()}
+    names = {key: meta.name for key, meta in plane.event_metadata.items()}
+    # GPU kernels are on "Stream #N" lines, TPU ops on "XLA Ops"; other lines (modules, name
+    # scopes) cover the same time again
+    for wanted in ("Stream", "XLA Ops", ""):
+        lines = [line for line in plane.lines if line.name.startswith(wanted) and line.events]
+        if lines:
+            break
+    for line in lines:
+        base = line.timestamp_ns * 1000
+        for event in line.events:
+            op = names.get(event.metadata_id, "")
+            for stat in list(event.stats) + list(plane.event_metadata[event.metadata_id].stats):
+                if stat_names.get(stat.metadata_id) == "tf_op":
+                    op = stat.str_value or stat_names.get(stat.ref_value, op)
+                    break
+            match = OP_EVENT.match(op)
+            if match and match["type"].startswith("IteratorGetNext"):
+                continue
+            kind, name = (match["type"], match["name"]) if match else (op, op)
+            start = base + event.offset_ps
+            yield start, start + event.duration_ps, kind, name
+
+
+def _within(start: int, end: int, steps) -> bool:
+    return any(start < step_end and end > step_start for step_start, step_end in steps)
+
+
+def _union(intervals) -> list[tuple[int, int]]:
+    merged: list[list[int]] = []
+    for start, end in sorted(intervals):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    return [(s, e) for s, e in merged]
+
+
+def _overlap(intervals, steps) -> int:
+    return sum(
+        max(0, min(end, step_end) - max(start, step_start))
+        for start, end in intervals
+        for step_start, step_end in steps
+    )
+
+
+def _aggregate(ops) -> list[OpTime]:
+    totals: dict[tuple[str, str], list] = {}
+    for start, end, kind, name in ops:
+        entry = totals.setdefault((_CPU_PREFIXES.sub("", kind), name), [0, 0])
+        entry[0] += end - start
+        entry[1] += 1
+    rows = [OpTime(kind, name, ps / 1e9, count) for (kind, name), (ps, count) in totals.items()]
+    return sorted(rows, key=lambda row: row.ms, reverse=True)
+
+
+def advice(summary: TraceSummary, input_bound: float = 0.2, idle: float = 0.3) -> list[str]:
+    """What the figures imply, most important first."""
+    lines = []
+    if summary.input_share > input_bound:
+        lines.append(
+            f"Input-bound: {summary.input_share:.0%} of step time waits for data. Prefetch, "
+            "map in parallel, cache what fits, read TFRecords (notebook 03)."
+        )
+    if summary.idle_share - summary.input_share > idle:
+        lines.append(
+            f"The device idles {summary.idle_share:.0%} of the step between small ops: "
+            "use a larger batch, run several steps per call (a tf.range loop, "
+            "steps_per_execution), and on a GPU try XLA (jit_compile=True)."
+        )
+    types = summary.by_type()
+    heavy = sum(share for kind, _, share in types if HEAVY_OPS.search(kind))
+    if heavy >= 0.5:
+        lines.append(
+            f"Compute-bound in convolutions and matmuls ({heavy:.0%} of op time): mixed "
+            "precision uses the Tensor Cores (GPU) or bfloat16 units (TPU, recent CPUs)."
+        )
+    elif types:
+        light = next((kind for kind, _, _ in types if not HEAVY_OPS.search(kind)), types[0][0])
+        lines.append(
+            f"Convolutions and matmuls are only {heavy:.0%} of op time; the rest is many small "
+            f"ops (the largest kind: {light}). XLA fuses them on a GPU or TPU."
+        )
+    return lines
+
+
+def classifier_step(x, y, batch: int, decode_ms: float = 0.0, tuned: bool = False):
+    """The classifier's training step on one device, fed through a ``map`` that waits
+    ``decode_ms`` per batch (a stand-in for decoding images). Untuned: the map runs one batch
+    at a time, in line with training. Tuned: a parallel map and prefetch, so the waits overlap
+    the steps; eight calls at once, since a decode that waits (here, or on storage) does not
+    use a core. Returns a ``step()`` for notebook 07's ``capture``."""
+    import time as clock
+
+    import keras
+    import tensorflow as tf
+
+    from helpers.models import replica_classifier
+
+    def decode(images, labels):
+        def wait(batch_images):
+            clock.sleep(decode_ms / 1000)
+            return batch_images
+
+        out = tf.py_function(wait, [images], images.dtype)
+        out.set_shape(images.shape)
+        return out, labels
+
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(batch, drop_remainder=True).repeat()
+    if tuned:
+        ds = ds.map(decode, num_parallel_calls=8).prefetch(8)
+    else:
+        options = tf.data.Options()
+        options.autotune.enabled = False
+        options.experimental_optimization.inject_prefetch = False
+        ds = ds.map(decode).with_options(options)
+    iterator = iter(ds)
+    model = replica_classifier(x.shape[1:], synchronized=False)
+    optimizer = keras.optimizers.SGD(0.05)
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    @tf.function
+    def step():
+        images, labels = next(iterator)
+        with tf.GradientTape() as tape:
+            loss = loss_fn(labels, model(images, training=True))
+        optimizer.apply(tape.gradient(loss, model.trainable_variables), model.trainable_variables)
+        return loss
+
+    return step
