@@ -15,6 +15,7 @@ import numpy as np
 from helpers.devices import mirrored as shared_mirrored
 from helpers.errors import invalid
 from helpers.models import replica_classifier
+from helpers.timing import steady_state
 
 
 def expected_replicas(accelerator: object, logical_devices: object, gpus: int, tpu_usable: bool):
@@ -185,7 +186,6 @@ def fit_classifier(
 
     ``synchronized=False``: per-replica batch norm. Synchronized batch norm uses collective
     ops whose keys clash between MirroredStrategy objects over overlapping device sets."""
-    import statistics
 
     import tensorflow as tf
 
@@ -217,7 +217,7 @@ def fit_classifier(
         callbacks=[timer],
         shuffle=False,
     )
-    steady = statistics.median(timer.seconds[1:]) if epochs > 1 else timer.seconds[0]
+    steady = steady_state(timer.seconds)
     images = (len(x) // global_batch) * global_batch
     return {
         "loss": history.history["loss"],

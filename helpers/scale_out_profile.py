@@ -47,7 +47,6 @@ import os
 import re
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import threading
@@ -58,6 +57,7 @@ import numpy as np
 
 from helpers.devices import split_cpu
 from helpers.errors import LateConfigurationError, too_late
+from helpers.timing import steady_state
 
 
 @dataclasses.dataclass
@@ -230,7 +230,7 @@ class ClusterResult:
     @property
     def images_per_s(self) -> float:
         """Steady-state training images/s: the global batch over the median step time."""
-        return self.global_batch / float(np.median(self.step_seconds))
+        return self.global_batch / steady_state(self.step_seconds, warmup=0)
 
     @property
     def final_loss(self) -> float:
@@ -538,7 +538,7 @@ class TraceSummary:
 
     @property
     def median_step_ms(self) -> float:
-        return statistics.median(self.step_ms)
+        return steady_state(self.step_ms, warmup=0)
 
     def by_type(self) -> list[tuple[str, float, float]]:
         """(op type, ms, share of all op time), largest first."""

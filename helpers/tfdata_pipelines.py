@@ -27,13 +27,12 @@ Is my model input-bound? Time the same training steps fed from memory and fed by
 
 from __future__ import annotations
 
-import statistics
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from helpers.timing import epoch_timer
+from helpers.timing import epoch_timer, steady_state
 
 
 @dataclass(frozen=True)
@@ -174,7 +173,7 @@ def compare(lat: Latencies, pipeline, epochs: int = 3, variants=VARIANTS) -> lis
             {
                 "variant": name,
                 "first_epoch_s": seconds[0],
-                "epoch_s": statistics.median(seconds[1:]),
+                "epoch_s": steady_state(seconds),
                 "log": log,
             }
         )
@@ -317,7 +316,7 @@ def judge(seconds: dict[str, list[float]]) -> dict:
     """The diagnosis from epoch times: ``seconds["compute"]`` and ``seconds["pipeline"]``, one
     figure per epoch, the first of each (compiling) left out of the medians. Kept apart from
     the timing so that it can be checked with given figures."""
-    times = {name: statistics.median(values[1:]) for name, values in seconds.items()}
+    times = {name: steady_state(values) for name, values in seconds.items()}
     ratio = times["pipeline"] / times["compute"]
     waiting = max(0.0, 1 - 1 / ratio)
     bound = ratio > THRESHOLD

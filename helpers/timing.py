@@ -139,6 +139,16 @@ def measure(
     )
 
 
+def steady_state(seconds, warmup: int = 1) -> float:
+    """The course's one steady-state measure: the median of the runs after the first
+    ``warmup`` (which trace, compile or fill caches); with no run after them, the last one."""
+    seconds = list(seconds)
+    if not seconds:
+        raise ValueError("no timings to take a steady state of")
+    later = seconds[warmup:]
+    return float(statistics.median(later)) if later else float(seconds[-1])
+
+
 def epoch_result(
     seconds: list[float],
     images: int,
@@ -157,7 +167,7 @@ def epoch_result(
     """
     if len(seconds) < 2:
         raise ValueError(f"got {len(seconds)} epoch time(s); need at least 2: the first compiles")
-    steady = statistics.median(seconds[1:])
+    steady = steady_state(seconds)
     return {
         "label": label,
         "kind": kind,

@@ -108,3 +108,12 @@ def test_real_device_sync_on_tensorflow(tf):
 def test_bad_counts_are_refused():
     with pytest.raises(ValueError):
         timing.measure(lambda: None, repeats=0, sync=timing.no_sync)
+
+
+def test_the_steady_state_leaves_the_warm_up_out():
+    assert timing.steady_state([9.0, 1.0, 3.0, 2.0]) == 2.0  # the first (compiling) left out
+    assert timing.steady_state([9.0, 8.0, 1.0, 3.0], warmup=2) == 2.0
+    assert timing.steady_state([4.0]) == 4.0  # one run: that run
+    assert timing.steady_state([1.0, 2.0], warmup=0) == 1.5
+    with pytest.raises(ValueError, match="no timings"):
+        timing.steady_state([])

@@ -248,7 +248,7 @@ import json, os, sys, time
 os.environ.update(KERAS_BACKEND="jax", JAX_PLATFORMS="cpu")
 import numpy as np, keras
 from helpers import data, models
-from helpers.timing import epoch_timer
+from helpers.timing import epoch_timer, steady_state
 images, global_batch, epochs, spe = map(int, sys.argv[1:5])
 source = data.load("mnist", verbose=False)
 x, y, _ = data.repeat_to(source.x_train, source.y_train, images)
@@ -259,7 +259,7 @@ model.compile(optimizer=keras.optimizers.Adam(1e-3), steps_per_execution=spe,
 timer = epoch_timer()
 model.fit(x, y, batch_size=global_batch, epochs=epochs, callbacks=[timer], verbose=0)
 n = len(x) // global_batch * global_batch
-print(json.dumps({"images_per_s": n / float(np.median(timer.seconds[1:]))}))
+print(json.dumps({"images_per_s": n / steady_state(timer.seconds)}))
 """
 
 #: Notebook 08's DCGAN step (helpers.lessons.tpu_keras_jax, its #@save cells) on one CPU device.
@@ -268,6 +268,7 @@ import json, os, sys, time
 os.environ.update(KERAS_BACKEND="jax", JAX_PLATFORMS="cpu")
 import jax, keras, numpy as np
 from helpers.lessons.tpu_keras_jax import build_gan
+from helpers.timing import steady_state
 batch, repeats = map(int, sys.argv[1:3])
 step, state = build_gan(jax.devices()[:1], dropout=0.3)  # notebook 04's discriminator dropout
 rng = np.random.default_rng(0)
@@ -279,7 +280,7 @@ for i in range(repeats + 2):  # two warm-up steps: the first compiles
     state, (disc, gen) = step(state, real, noise)
     float(disc)  # waits for the step
     seconds.append(time.perf_counter() - began)
-print(json.dumps({"images_per_s": batch / float(np.median(seconds[2:])),
+print(json.dumps({"images_per_s": batch / steady_state(seconds, warmup=2),
                   "engine": f"Keras {keras.__version__} on JAX {jax.__version__}"}))
 """
 
@@ -291,6 +292,7 @@ os.environ.update(PJRT_DEVICE="CPU", CPU_NUM_DEVICES="1")
 import numpy as np, torch, torch_xla
 import torch_xla.core.xla_model as xm
 from helpers.lessons.tpu_pytorch_xla import make_discriminator, make_generator, train_step
+from helpers.timing import steady_state
 batch, repeats = map(int, sys.argv[1:3])
 device = torch_xla.device()
 torch.manual_seed(0)
@@ -306,7 +308,7 @@ for i in range(repeats + 3):  # 3 warm-up steps: compiled, then again with Adam'
     torch_xla.sync()
     xm.wait_device_ops()
     seconds.append(time.perf_counter() - began)
-print(json.dumps({"images_per_s": batch / float(np.median(seconds[3:])),
+print(json.dumps({"images_per_s": batch / steady_state(seconds, warmup=3),
                   "engine": f"torch {torch.__version__}, torch_xla {torch_xla.__version__}"}))
 """
 
