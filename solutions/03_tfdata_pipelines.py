@@ -23,7 +23,7 @@ def fast_chain(records, decode, augment, batch_size):
 paths = [str(work / "tfrecords" / name) for name in sorted(manifest["files"])]
 records = tf.data.Dataset.from_tensor_slices(paths).interleave(  # a shard is corrupt: skip it
     lambda p: tf.data.TFRecordDataset(p, compression_type=manifest["compression"]).ignore_errors())
-took = {chain.__name__: pipelines.epoch_seconds(
+took = {chain.__name__: tfdata_pipelines.epoch_seconds(
             chain(records, parse_fn(manifest["shape"]), augment, params.batch_size), params.epochs)
         for chain in (slow_chain, fast_chain)}
 for name, t in took.items():

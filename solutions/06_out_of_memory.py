@@ -23,8 +23,14 @@ def largest_batch(fits, limit):
 
 estimator = models.MODELS[params.model_name](x.shape[1:])
 tried = []  # the estimate stands in for the measured step: no child process, no OOM
-found = largest_batch(lambda b: tried.append(b) or memory.estimate_mb(estimator, b)["total"]
-                      <= params.budget_mb, params.max_batch)
+
+
+def fits_by_estimate(batch):
+    tried.append(batch)
+    return out_of_memory.estimate_mb(estimator, batch)["total"] <= params.budget_mb
+
+
+found = largest_batch(fits_by_estimate, params.max_batch)
 print(f"By the estimate, the largest batch within {params.budget_mb} MiB is {found} "
       f"({len(tried)} tries); measured, the search above found {search.largest_ok}.")
 

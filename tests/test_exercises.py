@@ -130,6 +130,10 @@ def test_a_well_formed_exercise_has_no_problems_and_is_solved_in_place(
          SOLVED, "no placeholder"),
         ([GOOD[0], ("code", "# Exercise 99.1: other words\nvalue = ..."), *GOOD[2:]],
          SOLVED, "in helpers/exercises"),
+        (GOOD, SOLVED.replace("42", "memory.estimate_mb(7)"),
+         "solution 99.1 uses memory, which no cell before exercise 99.1 defines"),
+        ([("code", "print(later)"), *GOOD, ("code", "later = 1")], SOLVED.replace("42", "later"),
+         "solution 99.1 uses later"),
     ],
 )
 def test_a_malformed_exercise_is_reported(registered, tmp_path, monkeypatch, cells, solution,
@@ -137,6 +141,16 @@ def test_a_malformed_exercise_is_reported(registered, tmp_path, monkeypatch, cel
     path = _course(tmp_path, monkeypatch, cells, solution)
     found = tool.problems([path])
     assert any(problem in line for line in found), found
+
+
+def test_a_solution_may_read_what_earlier_cells_and_it_define(registered, tmp_path, monkeypatch):
+    earlier = ("code", "%matplotlib inline\nfrom helpers import out_of_memory as oom\n"
+                       "for step in range(2):\n    budget = step")
+    solution = SOLVED.replace("value = 42", "def f(k):\n    return k + budget\n\n"
+                                            "value = [f(i) for i in range(3)] + [oom, len]")
+    path = _course(tmp_path, monkeypatch, [earlier, ("code", "%%writefile x.py\nnot python"),
+                                           *GOOD], solution)
+    assert tool.problems([path]) == []
 
 
 def test_numbering_and_count_are_checked(registered, tmp_path, monkeypatch):

@@ -16,6 +16,8 @@ notebook with each exercise cell replaced by its solution block; ``make test`` r
 from __future__ import annotations
 
 import argparse
+import ast
+import builtins
 import copy
 import re
 import sys
@@ -62,8 +64,6 @@ def solution_functions(notebook: str, **names) -> dict:
     ``names`` as the notebook's earlier cells (``tf=...``); the rest of each block, which uses
     the notebook's own data, is left out. For the unit tests of the checks: they test the
     solutions learners are given, not copies of them."""
-    import ast
-
     space = dict(names)
     for block in solution_blocks(SOLUTIONS / f"{notebook}.py"):
         tree = ast.parse(block.source)
@@ -105,6 +105,42 @@ def write_solutions(out: Path, paths: list[Path] | None = None) -> list[Path]:
         nbformat.write(solution_notebook(path), target)
         written.append(target)
     return written
+
+
+def _names(source: str) -> tuple[set[str], set[str]]:
+    """``(bound, used)``: the names ``source`` binds anywhere (assignments, loops, imports,
+    definitions, arguments) and the names it reads. IPython's ``%`` and ``!`` lines are left out;
+    a cell that is not Python then (``%%writefile``) binds and reads nothing."""
+    lines = [line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))]
+    try:
+        tree = ast.parse("\n".join(lines))
+    except SyntaxError:
+        return set(), set()
+    bound, used = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (used if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            bound.add(node.name)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, ast.alias):
+            bound.add((node.asname or node.name).split(".")[0])
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.add(node.name)
+    return bound, used
+
+
+def undefined_names(nb, index: int, solution: str) -> list[str]:
+    """The names ``solution`` reads that neither it, nor the code cells before cell ``index``
+    of ``nb``, nor Python's builtins define: a solution that would fail with a NameError where
+    it replaces the exercise (a helpers module renamed, say)."""
+    defined = set(dir(builtins))
+    for cell in nb.cells[:index]:
+        if cell.cell_type == "code":
+            defined |= _names(cell.source)[0]
+    bound, used = _names(solution)
+    return sorted(used - bound - defined)
 
 
 def problems(paths: list[Path] | None = None) -> list[str]:
@@ -151,6 +187,9 @@ def problems(paths: list[Path] | None = None) -> list[str]:
                              f"{blocks[id].title!r} in its solution")
             elif blocks[id].source.strip() == nb.cells[index].source.strip():
                 found.append(f"{path.name}: exercise {id}'s solution is the exercise itself")
+            elif missing := undefined_names(nb, index, blocks[id].source):
+                found.append(f"{solutions_file(path).name}: solution {id} uses "
+                             f"{', '.join(missing)}, which no cell before exercise {id} defines")
             if "..." not in nb.cells[index].source:
                 found.append(f"{path.name}: exercise {id} has no placeholder (...) to complete")
         for id in sorted(set(blocks) - {id for _, id, _ in cells}):
