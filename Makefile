@@ -169,7 +169,7 @@ notebooks: $(STAMP)
 	rm -rf $(TEST_BUILD)
 	$(TEST_ENV) $(PYTEST) -n 2 -m notebooks
 
-# Copies every notebook's #@save cells into helpers/lessons/ (one source: see README).
+# Copies every notebook's #@save cells into helpers/lessons/ (one source: see docs/maintainers.md).
 lessons: $(STAMP)
 	$(BIN)/python -m tools.lessons
 
@@ -180,7 +180,7 @@ site: $(SITE_STAMP)
 
 # After `make test` (its notebook stages leave build/test/executed, and build/test-tpu/executed
 # for the TPU notebooks): build the site from those copies and open every page in headless
-# Chromium (tests/test_site_browser.py).
+# Chromium, which Playwright drives (tests/test_site_browser.py); it never downloads a browser.
 site-test: $(SITE_STAMP)
 	rm -rf $(TEST_BUILD)/all-executed && mkdir -p $(TEST_BUILD)/all-executed
 	cp $(TEST_BUILD)/executed/*.ipynb $(TPU_BUILD)/executed/*.ipynb $(TEST_BUILD)/all-executed/

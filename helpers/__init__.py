@@ -2,7 +2,7 @@
 
 Importing this package first (before TensorFlow) turns TensorFlow's C++ log
 chatter down, so that a notebook's output is what the lesson shows; see
-:mod:`helpers.logs`. README.md's "Layout" says which module serves which notebook.
+:mod:`helpers.logs`. docs/maintainers.md's "Layout" says which module serves which notebook.
 """
 
 from helpers import logs as _logs
