@@ -20,7 +20,6 @@ import threading
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import sync_playwright
 
 from tools import course
 
@@ -98,6 +97,10 @@ def chromium():
     executable = find_chromium()
     if not executable:
         fail_or_skip("Chromium is not installed: apt-get install chromium (CI installs it)")
+    try:  # the site's stack (requirements-site.txt), which `make site-test` installs
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        fail_or_skip("Playwright is not installed: `make site-test` installs it")
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=executable, headless=True,
                                              args=CHROMIUM_ARGS)
