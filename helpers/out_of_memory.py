@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from helpers import processes
 from helpers.errors import (
     CANNOT_SWITCH,
     TOO_LATE,
@@ -273,28 +274,9 @@ def _death(pid: int, exitcode: int | None, what: str) -> Exception:
     )
 
 
-#: what the fork server imports once, so that each child starts with TensorFlow imported
-#: (about 15 CPU seconds saved per child on a 2-core machine); a module that is missing (no
-#: TensorFlow on a TPU runtime) is skipped by the server
-CHILD_PRELOAD = ["helpers.out_of_memory", "tensorflow", "keras"]
-
-
-def child_context():
-    """Where children come from: a fork server (POSIX) that has imported :data:`CHILD_PRELOAD`
-    and nothing else, so each child is a fresh process whose TensorFlow was imported but never
-    started (no device, no memory setting, no thread of the kernel's); ``spawn`` elsewhere. The
-    server lives as long as the kernel, so a second child starts in about a second."""
-    import multiprocessing
-
-    if "forkserver" not in multiprocessing.get_all_start_methods():
-        return multiprocessing.get_context("spawn")
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(CHILD_PRELOAD)  # read when the server starts
-    return context
-
-
 def run_in_child(target, task, timeout: float = 600, what: str = "") -> dict:
-    """Run ``target(task)`` in a fresh process (:func:`child_context`) and return its result,
+    """Run ``target(task)`` in a fresh process (:func:`helpers.processes.context`: TensorFlow
+    imported, never started) and return its result,
     as a dict with the child's ``exit_code`` and ``pid`` added. ``target`` must be importable
     by name.
 
@@ -310,7 +292,7 @@ def run_in_child(target, task, timeout: float = 600, what: str = "") -> dict:
     from multiprocessing.connection import wait
 
     what = what or getattr(target, "__name__", "child")
-    context = child_context()
+    context = processes.context()
     reader, writer = context.Pipe(duplex=False)
     child = context.Process(target=_child_entry, args=(target, task, writer), daemon=True)
     child.start()

@@ -14,7 +14,8 @@ The worker itself (``TF_CONFIG`` read, the strategy, the data set, the custom lo
 which save it as ``worker.py``; ``tools.course.worker_script`` reads those cells back, so
 that the tests and ``make bench`` run the very script the notebook shows. This module only
 launches it:
-:func:`run_cluster` starts one Python process per worker, each with its own ``TF_CONFIG`` (from
+:func:`run_cluster` starts one Python process per worker (forked from one that has imported
+TensorFlow already, :mod:`helpers.processes`), each with its own ``TF_CONFIG`` (from
 the notebook's ``tf_config``, which it is passed), watches them, and
 collects what the chief reports (:func:`report_step`).
 
@@ -47,14 +48,13 @@ import os
 import re
 import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
 import numpy as np
 
+from helpers import processes
 from helpers.devices import split_cpu
 from helpers.errors import LateConfigurationError, too_late
 from helpers.timing import steady_state
@@ -294,7 +294,8 @@ def run_cluster(
     the same ``work_dir`` (after a disconnect, say), it resumes there too.
 
     ``work_dir`` must hold the data (:func:`write_data`); checkpoints and logs go there too.
-    Each worker runs ``python script JOB_FILE`` with its ``TF_CONFIG``.
+    Each worker runs ``script JOB_FILE`` as ``python script JOB_FILE`` would, with its
+    ``TF_CONFIG``, in a process of its own (:func:`helpers.processes.start_script`).
     ``progress(attempt, step, loss)`` is called as the chief reports steps.
     """
     work = Path(work_dir).resolve()
@@ -342,11 +343,6 @@ def _latest_step(directory: Path) -> int:
     return max(steps, default=0)
 
 
-def _worker_command(script: Path, job_path: Path, index: int) -> list[str]:
-    """The command line of worker ``index`` (which learns its index from ``TF_CONFIG``)."""
-    return [sys.executable, str(script), str(job_path)]
-
-
 #: the workers of this process that may still run; ended at exit whatever happens
 _LIVE: set = set()
 
@@ -356,7 +352,7 @@ def _launch(work: Path, script: Path, visible: list[str], attempt: int, timeout_
     """Start every worker; stop them all as soon as one fails, and on any exit from here
     (an exception, ``KeyboardInterrupt``). Returns exit codes and logs."""
     addresses = [f"localhost:{port}" for port in free_ports(len(visible))]
-    processes, paths = [], []
+    workers, paths = [], []
     try:
         for index, devices in enumerate(visible):
             env = {**os.environ, "TF_CONFIG": json.dumps(tf_config(addresses, index))}
@@ -366,44 +362,40 @@ def _launch(work: Path, script: Path, visible: list[str], attempt: int, timeout_
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_ROOT, env.get("PYTHONPATH")]))
             path = work / f"worker{index}_attempt{attempt}.log"
             paths.append(path)
-            with path.open("w") as log:
-                process = subprocess.Popen(
-                    _worker_command(script, work / JOB_FILE, index),
-                    env=env,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    # a group of its own: stopping it stops whatever it started, and the
-                    # notebook's interrupt (SIGINT to the kernel's group) stays with the kernel
-                    start_new_session=os.name == "posix",
-                )
+            # `python script job.json`, forked from a process that has imported TensorFlow
+            # once for every worker (helpers.processes), in a process group of its own: stopping
+            # it stops whatever it started, and the notebook's interrupt stays with the kernel
+            process = processes.start_script(script, [str(work / JOB_FILE)], env, path)
             _LIVE.add(process)
-            processes.append(process)
+            workers.append(process)
         deadline, seen = time.monotonic() + timeout_s, 0
         while True:
-            codes = [p.poll() for p in processes]
+            codes = [p.exitcode for p in workers]
             seen = _report(work / PROGRESS_FILE, seen, progress)
             if all(code == 0 for code in codes):
                 break
             if any(code not in (None, 0) for code in codes) or time.monotonic() > deadline:
-                _stop(processes)  # the others would wait for the dead one in their next all-reduce
+                _stop(workers)  # the others would wait for the dead one in their next all-reduce
                 break
             time.sleep(0.2)
         _report(work / PROGRESS_FILE, seen, progress)
-        codes = [p.wait() for p in processes]
+        for p in workers:
+            p.join()
+        codes = [p.exitcode for p in workers]
     finally:
-        _stop(processes)  # nothing left running, whatever ended this function
-        for p in processes:
-            p.wait()
+        _stop(workers)  # nothing left running, whatever ended this function
+        for p in workers:
+            p.join()
             _LIVE.discard(p)
     return codes, {p.stem: p.read_text() for p in paths}
 
 
-def _stop(processes) -> None:
+def _stop(workers) -> None:
     """Kill each running worker and its process group at once.
 
     SIGKILL, not SIGTERM: the strategy takes SIGTERM as a preemption notice and waits."""
-    for p in processes:
-        if p.poll() is not None:
+    for p in workers:
+        if p.exitcode is not None:
             continue
         try:
             if os.name == "posix":
@@ -420,10 +412,7 @@ def _stop_all() -> None:
     live = list(_LIVE)
     _stop(live)
     for p in live:
-        try:
-            p.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
+        p.join(timeout=10)
 
 
 def follow_launcher(interval_s: float = 1.0) -> threading.Thread | None:
@@ -433,10 +422,10 @@ def follow_launcher(interval_s: float = 1.0) -> threading.Thread | None:
     launcher = os.environ.get(LAUNCHER_ENV)
     if not launcher:
         return None
-    launcher_pid = int(launcher)
+    launcher_pid, parent = int(launcher), os.getppid()  # the launcher, or its fork server
 
     def gone() -> bool:
-        if os.getppid() != launcher_pid:  # re-parented: the launcher died
+        if os.getppid() != parent:  # re-parented: the process that started it died
             return True
         try:
             os.kill(launcher_pid, 0)

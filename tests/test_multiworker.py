@@ -2,6 +2,7 @@
 that survives a killed worker. The workers run the script notebook 07 writes with its
 ``%%writefile`` cells (tools.course.worker_script), so these tests prove the notebook's code."""
 
+import json
 import os
 import signal
 import subprocess
@@ -12,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helpers import data, scale_out_profile
+from helpers import data, processes, scale_out_profile
 from helpers.devices import nvidia_smi
 from tools import course
 
@@ -148,26 +149,22 @@ except ValueError as error:
 
 
 @pytest.mark.heavy
-def test_keras_fit_still_fails_under_the_strategy_as_notebook_07_says():
+def test_keras_fit_still_fails_under_the_strategy_as_notebook_07_says(tmp_path):
     """keras-team/keras#20585. When this fails, Keras has fixed it: update notebook 07."""
-    import json
-    import os
-    import subprocess
-    import sys
-
+    script = tmp_path / "fit_worker.py"
+    script.write_text(FIT_WORKER)
     addresses = [f"localhost:{port}" for port in scale_out_profile.free_ports(2)]
     workers = [
-        subprocess.Popen(
-            [sys.executable, "-c", FIT_WORKER],
-            env={**os.environ, "TF_CONFIG": json.dumps(tf_config(addresses, i))},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
+        processes.start_script(script, [], {**os.environ, "TF_CONFIG": json.dumps(
+            tf_config(addresses, i))}, tmp_path / f"worker{i}.log")
         for i in range(2)
     ]
-    outputs = [w.communicate(timeout=300)[0] for w in workers]
-    for output in outputs:
+    for worker in workers:
+        worker.join(timeout=300)
+        if worker.exitcode is None:
+            worker.kill()
+    for i in range(2):
+        output = (tmp_path / f"worker{i}.log").read_text()
         assert "FIT FAILED Attempt to convert a value (PerReplica" in output, output[-1500:]
 
 
@@ -239,7 +236,8 @@ LAUNCHER = """
 import os, sys, time, threading
 from pathlib import Path
 import numpy as np
-from helpers import scale_out_profile
+from helpers import processes, scale_out_profile
+processes.PRELOAD.clear()  # the fake workers need no TensorFlow
 folder, fake, how = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
 scale_out_profile.write_data(folder, np.zeros((4, 2)), np.zeros(4))
 config = lambda addresses, i: {"cluster": {"worker": addresses}, "task": {"index": i}}
