@@ -54,8 +54,9 @@ STAGE = @start=$$(date +%s); $(MAKE) --no-print-directory $(1) || exit 1; \
 TIMES := build/test-times.txt
 
 .PHONY: help venv venv-compat venv-tpu environments run bench test lint check-notebooks unit notebooks \
-        compat-unit compat-notebooks tpu-unit tpu-notebooks clean-notebooks lessons solutions \
-        set-repo clean gpu-check site site-test
+        compat-unit compat-notebooks tpu-unit tpu-unit-without-tensorflow tpu-unit-keras-jax \
+        tpu-unit-pytorch-xla tpu-notebooks clean-notebooks lessons solutions \
+        set-repo clean gpu-check site site-test bench-test
 
 help:
 	@echo "make run [PROFILE=quick|full]  execute every notebook into build/ and print a summary"
@@ -64,6 +65,7 @@ help:
 	@echo "                               then unit tests and notebook runs on the compat stack"
 	@echo "                               and on the TPU stack (08 and 09, without TensorFlow)"
 	@echo "make bench                     run the benchmarks into build/bench/results.{json,md}"
+	@echo "make bench-test                the tests of the benchmarks that start their own children"
 	@echo "make gpu-check                 the course on an NVIDIA GPU (CUDA TF in .venv-gpu) into"
 	@echo "                               build/gpu-check/report.md; the CPU-safe parts without one"
 	@echo "make site [EXECUTED=DIR]       the course site from build/executed into build/site"
@@ -129,6 +131,11 @@ run: $(STAMP) $(TPU_KERNEL_STAMP)
 bench: $(STAMP) $(TPU_STAMP)
 	$(BIN)/python -m tools.bench
 
+# The tests of the benchmarks that start children of their own (tests/test_bench.py, marked
+# bench): about 2 minutes, outside make test's 15; CI (.ci/run) runs them after it.
+bench-test: $(STAMP) $(TPU_STAMP)
+	$(TEST_ENV) $(PYTEST) -n 2 -m bench tests/test_bench.py
+
 # Needs only python3.11 and pip: with an NVIDIA GPU it builds .venv-gpu (tensorflow[and-cuda]),
 # without one it uses .venv. GPU_CHECK_ARGS: e.g. --full, --jobs 2, --budget-s 600.
 gpu-check:
@@ -161,7 +168,7 @@ check-notebooks: $(STAMP)
 	$(BIN)/python -m tools.check
 
 unit: $(STAMP)
-	$(TEST_ENV) $(PYTEST) -n 2 -m "not notebooks and not site and not tpu"
+	$(TEST_ENV) $(PYTEST) -n 2 -m "not notebooks and not site and not tpu and not bench"
 
 # Executes every notebook with the `test` profile into build/test/executed,
 # and every invalid parameter value from notebooks/profiles.toml.
@@ -194,20 +201,31 @@ site-test: $(SITE_STAMP)
 # its exercises solved: every check must say "right" there, and "not yet" to the untouched ones
 # on the pinned.
 compat-unit: $(COMPAT_STAMP)
-	$(TEST_ENV) $(COMPAT_PYTEST) -n 2 -m "not notebooks and not site and not heavy and not tpu"
+	$(TEST_ENV) $(COMPAT_PYTEST) -n 2 -m "not notebooks and not site and not heavy and not tpu and not bench"
 
 compat-notebooks: $(COMPAT_STAMP)
 	rm -rf $(COMPAT_BUILD)
 	$(TEST_ENV) COURSE_STACK=compat COURSE_TEST_BUILD=$(COMPAT_BUILD) COURSE_TEST_PASSES=1 \
-	  COURSE_TEST_SOLUTIONS=1 $(COMPAT_PYTEST) -n 2 -m notebooks -k runs_with_test_parameters
+	  COURSE_TEST_SOLUTIONS=1 COURSE_TEST_INVALID=0 $(COMPAT_PYTEST) -n 2 -m notebooks \
+	  -k runs_with_test_parameters
 
 # The TPU stack, where TensorFlow is not installed: the plumbing and exercise checks of
 # notebooks 08 and 09 (one engine per process, as in the notebooks), what runs without
 # TensorFlow, then both notebooks twice in one kernel and their invalid parameter values.
+# Its three parts need three environments (one engine per process), so they run as three
+# processes, two at a time; each part's output is printed when it ends.
 tpu-unit: $(TPU_STAMP)
-	$(TEST_ENV) $(JAX_ENV) $(TPU_PYTEST) -m tpu tests/test_tpu_keras_jax.py
-	$(TEST_ENV) $(XLA_ENV) $(TPU_PYTEST) -m tpu tests/test_tpu_pytorch_xla.py
+	@$(MAKE) --no-print-directory -j2 -Otarget tpu-unit-without-tensorflow tpu-unit-keras-jax \
+	  tpu-unit-pytorch-xla
+
+tpu-unit-without-tensorflow:
 	$(TEST_ENV) $(TPU_PYTEST) tests/test_without_tensorflow.py tests/test_setup.py -k "without_tensorflow"
+
+tpu-unit-keras-jax:
+	$(TEST_ENV) $(JAX_ENV) $(TPU_PYTEST) -m tpu tests/test_tpu_keras_jax.py
+
+tpu-unit-pytorch-xla:
+	$(TEST_ENV) $(XLA_ENV) $(TPU_PYTEST) -m tpu tests/test_tpu_pytorch_xla.py
 
 tpu-notebooks: $(TPU_STAMP)
 	rm -rf $(TPU_BUILD)

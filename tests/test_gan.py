@@ -1,6 +1,4 @@
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -37,15 +35,10 @@ def test_wrong_shapes_are_refused():
         dcgan.build_pair("stylegan", (64, 64, 3))
 
 
-def run_script(*args, killed=False):
-    done = subprocess.run(
-        [sys.executable, str(SCRIPTS / "gan_kill_resume.py"), *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == (-signal.SIGKILL if killed else 0), done.stderr[-2000:]
-    return done.stdout
+def run_script(fresh_process, *args, killed=False):
+    done = fresh_process(script=SCRIPTS / "gan_kill_resume.py", args=args)
+    assert done.returncode == (-signal.SIGKILL if killed else 0), done.output[-2000:]
+    return done.output
 
 
 def test_epoch_batches_depend_on_seed_and_epoch_only(tf):
@@ -168,13 +161,13 @@ def test_a_gif_needs_at_least_one_grid(tmp_path):
 
 
 @pytest.mark.heavy
-def test_killed_and_resumed_run_ends_with_the_same_weights(tmp_path):
+def test_killed_and_resumed_run_ends_with_the_same_weights(tmp_path, fresh_process):
     """A process SIGKILLed mid-epoch, resumed by another from its checkpoint, ends where an
     uninterrupted run does (notebook 04's own step, checkpoint and loop)."""
-    run_script(tmp_path / "straight", 0, tmp_path / "straight.npz")
+    run_script(fresh_process, tmp_path / "straight", 0, tmp_path / "straight.npz")
     # saves at steps 3, 4 (end of epoch 1) and 6, dies before step 8, mid-epoch
-    run_script(tmp_path / "killed", 8, tmp_path / "killed.npz", killed=True)
-    out = run_script(tmp_path / "killed", 0, tmp_path / "resumed.npz")
+    run_script(fresh_process, tmp_path / "killed", 8, tmp_path / "killed.npz", killed=True)
+    out = run_script(fresh_process, tmp_path / "killed", 0, tmp_path / "resumed.npz")
     assert "Resumed from ckpt-6 at step 6." in out
     straight, resumed = np.load(tmp_path / "straight.npz"), np.load(tmp_path / "resumed.npz")
     assert int(straight["step"]) == int(resumed["step"]) == 8

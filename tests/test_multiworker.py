@@ -107,7 +107,10 @@ def test_a_killed_worker_resumes_from_the_last_checkpoint(work, two_workers):
     first, second = run.attempts
     assert not first.ok and -9 in first.exit_codes  # SIGKILL, as a vanished machine
     assert first.resumed_from == 0 and second.resumed_from == EVERY and second.ok
-    assert {a for a, _, _ in seen} == {0, 1} and max(s for a, s, _ in seen if a == 0) >= 30
+    # attempt 0 got past the checkpoint it resumed from, not past the kill (the chief's report
+    # of step 30 itself may lose the race with the launcher ending the cluster)
+    assert {a for a, _, _ in seen} == {0, 1}
+    assert EVERY <= max(s for a, s, _ in seen if a == 0) <= 30
     # resumed at the checkpoint with the same data position: the uninterrupted run's losses
     for step in range(EVERY + 1, STEPS + 1):
         assert run.losses[step] == pytest.approx(two_workers.losses[step], rel=1e-5)

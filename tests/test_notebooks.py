@@ -3,12 +3,12 @@ in the same kernel (a learner's second "Run all"), the cells marked ``# NBVAL_CH
 giving the same outputs both times (nbval's comparison), and every invalid parameter value
 stops it in its validation cell with one clear line.
 
-Invalid values: one runs through papermill end to end; all of them run through the validation
-cell in one kernel per notebook (a kernel start costs seconds), and so
-does a folder holding a user's file, passed as each folder parameter: it must be refused and the
-file must survive. The executed copies (the second run's outputs) land in build/test/executed,
-the first run's in build/test/first-pass ($COURSE_TEST_BUILD, relative to the repository, moves
-them: the other stacks use it).
+Invalid values: one runs through papermill end to end; all of them run through the parameters
+and validation cells in the same kernel once the two runs have passed (a kernel start costs
+seconds), and so does a folder holding a user's file, passed as each folder parameter: it must
+be refused and the file must survive. The executed copies (the second run's outputs) land in
+build/test/executed, the first run's in build/test/first-pass ($COURSE_TEST_BUILD, relative to
+the repository, moves them: the other stacks use it).
 """
 
 import json
@@ -30,6 +30,9 @@ PASSES = int(os.environ.get("COURSE_TEST_PASSES", "2"))
 # ($COURSE_TEST_SOLUTIONS=1, tools/exercises.py): every check must then say "right"; the pinned
 # stack runs the notebooks as learners get them, where every check must say "not yet".
 SOLUTIONS = os.environ.get("COURSE_TEST_SOLUTIONS") == "1"
+# Whether each run also tries the invalid values: the compat stack does not
+# ($COURSE_TEST_INVALID=0): helpers.params is plain Python, whatever the release.
+CHECK_INVALID = os.environ.get("COURSE_TEST_INVALID", "1") == "1"
 # The notebooks this stack runs ($COURSE_STACK: pinned, compat or tpu; see tools.course.STACKS),
 # the slowest first (docs/measured_times.json), so that the two workers finish together.
 STACK = os.environ.get("COURSE_STACK", "pinned")
@@ -45,7 +48,7 @@ INVALID = {
 }
 # The papermill path (what a batch user runs) with an invalid value, in the lightest notebook of
 # this stack: that the cell shows one line and papermill stops there does not depend on the
-# notebook; each notebook's own values go through test_every_invalid_value_is_refused...
+# notebook; each notebook's own values are tried after its runs (check_invalid_values).
 FIRST_INVALID = [(path, *INVALID[path][0]) for path in NOTEBOOKS[-1:] if INVALID[path]]
 
 
@@ -63,16 +66,34 @@ def folder_parameters(path) -> list[str]:
     return re.findall(r"(\w+)=\(\1, folder\(", "".join(cells[tagged[0] + 1]["source"]))
 
 
+def invalid_cases(path, users) -> list[tuple]:
+    """The values to try after the runs: a control (the test parameters, which must pass),
+    the notebook's invalid values (notebooks/profiles.toml), and ``users``, a learner's own
+    folder, as each folder parameter (in 04 also with ``fresh_start=True``)."""
+    resumes = any(name == "fresh_start" for name, _ in INVALID[path])  # 04: also when asked
+    extras = [{}, {"fresh_start": True}] if resumes else [{}]  # to start afresh
+    folders = [(name, str(users), extra) for name in folder_parameters(path) for extra in extras]
+    return [(None, None), *INVALID[path], *folders]
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
-def test_notebook_runs_with_test_parameters(path):
+def test_notebook_runs_with_test_parameters(path, tmp_path):
     """All cells, then all cells again in the same kernel ($COURSE_TEST_PASSES): set-up that is
     not idempotent (memory settings, strategies, a TPU initialised twice, folders) fails the
-    second run. Every exercise's check must say "not yet" ("right" where they are solved)."""
+    second run. Every exercise's check must say "not yet" ("right" where they are solved).
+    Then, in that kernel, every invalid value must be refused (check_invalid_values)."""
     params = course.parameters_for(path.stem, "test")
-    result = run_notebooks.execute(path, BUILD, params, passes=PASSES, solutions=SOLUTIONS)
+    users = tmp_path / "my_project"  # a learner's own folder, passed as a work folder
+    users.mkdir()
+    (users / "thesis.tex").write_text("months of work")
+    cases = invalid_cases(path, users) if CHECK_INVALID else ()
+    result = run_notebooks.execute(path, BUILD, params, passes=PASSES, solutions=SOLUTIONS,
+                                   invalid=cases)
     assert result.status == "passed", (
         f"run {result.failed_pass} of {PASSES}, cell {result.error_cell}: {result.error}"
     )
+    if CHECK_INVALID:
+        check_invalid_values(result.validations, cases, users)
     expected = [id for _, id, _ in exercises.exercise_cells(nbformat.read(path, as_version=4))]
     assert sorted(result.exercises) == expected, "every exercise's check ran and said so"
     wrong = [id for id, passed in result.exercises.items() if passed != SOLUTIONS]
@@ -157,25 +178,18 @@ def test_invalid_parameter_fails_in_the_validation_cell_with_one_line(path, name
     assert error["traceback"] == [result.error], "shown as one line, not a traceback"
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
-def test_every_invalid_value_is_refused_by_the_validation_cell(path, tmp_path):
-    params = course.parameters_for(path.stem, "test")
-    users = tmp_path / "my_project"  # a learner's own folder, passed as a work folder
-    users.mkdir()
-    (users / "thesis.tex").write_text("months of work")
-    resumes = any(name == "fresh_start" for name, _ in INVALID[path])  # 04: also when asked
-    extras = [{}, {"fresh_start": True}] if resumes else [{}]  # to start afresh
-    folders = [(name, str(users), extra) for name in folder_parameters(path) for extra in extras]
-    cases = [(None, None), *INVALID[path], *folders]  # the control: the test parameters pass
-    results = run_notebooks.validate_in_one_kernel(path, cases, params, tmp_path)
-    assert results[0].error == "", f"the test parameters must pass: {results[0].error}"
+def check_invalid_values(results, cases, users):
+    """Each case's result (RunResult.validations): the control passed, every other value was
+    refused by the validation cell with one line naming it, and ``users`` was not touched."""
+    assert results is not None and len(results) == len(cases), f"values tried: {results}"
+    assert results[0]["error"] == "", f"the test parameters must pass: {results[0]['error']}"
     assert [p.name for p in users.iterdir()] == ["thesis.tex"], "the user's folder was touched"
     assert (users / "thesis.tex").read_text() == "months of work"
     wrong = [
-        f"{r.name}={r.value!r}: {r.error or 'accepted'}"
+        f"{r['name']}={r['value']}: {r['error'] or 'accepted'}"
         for r in results[1:]
-        if not r.error.startswith(f"ParameterError: Invalid parameter {r.name}={r.value!r}")
-        or "\n" in r.error
-        or r.traceback != [r.error]
+        if not r["error"].startswith(f"ParameterError: Invalid parameter {r['name']}={r['value']}")
+        or "\n" in r["error"]
+        or r["traceback"] != [r["error"]]
     ]
     assert not wrong, "not refused with one line: " + "; ".join(wrong)

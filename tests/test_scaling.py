@@ -1,6 +1,4 @@
 import json
-import subprocess
-import sys
 import textwrap
 
 import pytest
@@ -32,16 +30,19 @@ SWEEP = textwrap.dedent("""
 """)
 
 
+def last_json(output: str) -> str:
+    """The last line of ``output`` that is a JSON object (what the child printed last)."""
+    return [line for line in output.splitlines() if line.startswith("{")][-1]
+
+
 @pytest.mark.heavy
-def test_sweep_over_overlapping_device_sets_on_split_devices(tf):
+def test_sweep_over_overlapping_device_sets_on_split_devices(tf, fresh_process):
     """Strategies over CPU:0-1 and CPU:0-3 (or logical GPUs) in one process: their all-reduces
     must not clash. Several real GPUs are used as they are."""
     gpus = len(tf.config.list_physical_devices("GPU"))
-    done = subprocess.run(
-        [sys.executable, "-c", SWEEP], capture_output=True, text=True, timeout=300
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    out = json.loads(done.stdout.strip().splitlines()[-1])
+    done = fresh_process(SWEEP)
+    assert done.returncode == 0, done.output[-2000:]
+    out = json.loads(last_json(done.output))
     assert out["kind"] == ("gpu" if gpus else "cpu") and out["shared"] == (gpus <= 1)
     counts = scale_out_profile.replica_counts(4 if gpus <= 1 else min(4, gpus))
     assert out["kinds"] == ["OneDeviceStrategy", "MirroredStrategy"]

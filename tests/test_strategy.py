@@ -1,7 +1,3 @@
-import subprocess
-import sys
-import textwrap
-
 import pytest
 
 from helpers import devices, errors
@@ -48,15 +44,9 @@ def test_accelerator_rule_lists_what_this_runtime_has():
     assert with_gpu("accelerator", "gpu") == "gpu"
 
 
-def run_fresh(code: str) -> subprocess.CompletedProcess:
-    """Logical devices are fixed once per process: test them in a new one."""
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=120
-    )
-
-
-def test_cpu_split_into_eight_replicas_for_mirrored_strategy():
-    done = run_fresh("""
+# Logical devices are fixed once per process: these test them in a new one (fresh_process).
+def test_cpu_split_into_eight_replicas_for_mirrored_strategy(fresh_process):
+    done = fresh_process("""
         from helpers.logs import import_tensorflow
         from helpers.devices import TPUStatus
         from helpers.devices import choose_strategy
@@ -64,14 +54,14 @@ def test_cpu_split_into_eight_replicas_for_mirrored_strategy():
         choice = choose_strategy("auto", logical_cpus=8, tpu=TPUStatus(False), gpus=[])
         total = choice.strategy.reduce(
             "SUM", choice.strategy.run(lambda: tf.constant(1.0)), axis=None)
-        print(choice.replicas, type(choice.strategy).__name__, float(total))
-    """)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["8", "MirroredStrategy", "8.0"]
+        print("replicas:", choice.replicas, type(choice.strategy).__name__, float(total))
+    """, timeout=120)
+    assert done.returncode == 0, done.output[-2000:]
+    assert "replicas: 8 MirroredStrategy 8.0" in done.output.splitlines()
 
 
-def test_splitting_after_start_gives_a_clear_message():
-    done = run_fresh("""
+def test_splitting_after_start_gives_a_clear_message(fresh_process):
+    done = fresh_process("""
         from helpers.logs import import_tensorflow
         from helpers.errors import LateConfigurationError
         from helpers.devices import split_cpu
@@ -82,10 +72,10 @@ def test_splitting_after_start_gives_a_clear_message():
             split_cpu(4)
         except LateConfigurationError as error:
             print(error)
-    """)
-    assert done.returncode == 0, done.stderr
-    assert "Asked for 4 logical CPU device(s), but TensorFlow already started with 1" in done.stdout
-    assert "Restart the kernel" in done.stdout
+    """, timeout=120)
+    assert done.returncode == 0, done.output[-2000:]
+    assert "Asked for 4 logical CPU device(s), but TensorFlow already started with 1" in done.output
+    assert "Restart the kernel" in done.output
 
 
 def test_the_tpu_system_is_initialised_once_per_process(tf, monkeypatch):

@@ -47,39 +47,92 @@ class RunResult:
     exercises: dict[str, bool] | None = None  # {exercise: its check passed}, as the run left it
     solutions: bool = False  # whether the exercise cells held their solutions
     differ: list[str] | None = None  # cells marked NBVAL_CHECK_OUTPUT whose 2 runs disagree
+    # the parameter values tried after the passes, in the same kernel (see :func:`execute`):
+    # {"name", "value" (its repr), "error" ("ename: evalue", "" if accepted), "traceback"}
+    validations: list[dict] | None = None
 
 
 PASS_KEY = "course_pass"  # notebook metadata: the pass under way, or the one that failed
+VALIDATIONS_KEY = "course_validations"  # notebook metadata: RunResult.validations
 ENGINE = "course_repeat"  # the papermill engine that runs every cell ``passes`` times
 
 
 def _register_engine() -> None:
     """A papermill engine that runs all cells ``passes`` times in one kernel (stopping at
     the first failure), so that "Run all" twice is tested on the same execution."""
+    from jupyter_core.utils import run_sync
     from papermill.clientwrap import PapermillNotebookClient
     from papermill.engines import NBClientEngine, papermill_engines
     from papermill.log import logger
     from papermill.utils import merge_kwargs, remove_args
-    from traitlets import Integer, Unicode
+    from traitlets import Integer, List, Unicode
 
     class RepeatingClient(PapermillNotebookClient):
         passes = Integer(1).tag(config=True)
         first_pass = Unicode("").tag(config=True)  # where the first run's copy goes
+        validations = List().tag(config=True)  # :func:`validation_requests`, after the passes
 
         def papermill_execute_cells(self):
             for number in range(1, self.passes + 1):
                 self.nb.metadata[PASS_KEY] = number
                 super().papermill_execute_cells()
                 if self.nb.metadata.papermill.get("exception"):
-                    break
+                    return
                 if number == 1 and self.passes > 1 and self.first_pass:
                     nbformat.write(self.nb, self.first_pass)
+            if self.validations:
+                self.nb.metadata[VALIDATIONS_KEY] = [
+                    self.validate(request) for request in self.validations
+                ]
+
+        def validate(self, request: dict) -> dict:
+            """One parameter value: the parameters cell with it assigned, then the
+            validation cell, as requests of their own (not cells of the notebook)."""
+            result = {"name": request["name"], "value": request["value"], "traceback": []}
+            if error := self.run_code(request["parameters"]):
+                result["error"] = f"the parameters cell failed: {error['evalue']}"
+            elif error := self.run_code(request["validation"]):
+                result["error"] = f"{error['ename']}: {error['evalue']}"
+                result["traceback"] = error.get("traceback", [])
+            else:
+                result["error"] = ""
+            return result
+
+        def run_code(self, code: str) -> dict | None:
+            """This request's error, or None: the reply to this very request says whether it
+            failed, and its error is the message whose parent is this request. A failure is
+            expected, so it must not abort the next request (``stop_on_error=False``): with
+            ipykernel 6.17 (Colab's) under load, a request right after an error was aborted,
+            and its error read as the previous one's."""
+            errors = []
+
+            def hook(message):
+                if message["msg_type"] == "error":
+                    errors.append((message["parent_header"].get("msg_id"), message["content"]))
+
+            for _ in range(2):  # an aborted request (not run at all) is sent once more
+                reply = run_sync(self.kc.execute_interactive)(
+                    code, output_hook=hook, timeout=120, store_history=False,
+                    stop_on_error=False,
+                )
+                if reply["content"]["status"] != "aborted":
+                    break
+            if reply["content"]["status"] == "ok":
+                return None
+            request = reply["parent_header"].get("msg_id")
+            mine = [content for parent, content in errors if parent == request]
+            return mine[0] if mine else {
+                "ename": reply["content"].get("ename", reply["content"]["status"]),
+                "evalue": reply["content"].get("evalue", "the request was not run"),
+                "traceback": reply["content"].get("traceback", []),
+            }
 
     class RepeatingEngine(NBClientEngine):
         @classmethod
         def execute_managed_notebook(
             cls, nb_man, kernel_name, log_output=False, stdout_file=None, stderr_file=None,
-            start_timeout=60, execution_timeout=None, passes=1, first_pass="", **kwargs,
+            start_timeout=60, execution_timeout=None, passes=1, first_pass="", validations=(),
+            **kwargs,
         ):
             kwargs = remove_args(["input_path", "timeout", "startup_timeout"], **kwargs)
             final = merge_kwargs(
@@ -87,7 +140,10 @@ def _register_engine() -> None:
                 kernel_name=kernel_name, log=logger, log_output=log_output,
                 stdout_file=stdout_file, stderr_file=stderr_file,
             )
-            return RepeatingClient(nb_man, passes=passes, first_pass=first_pass, **final).execute()
+            return RepeatingClient(
+                nb_man, passes=passes, first_pass=first_pass, validations=list(validations),
+                **final,
+            ).execute()
 
     papermill_engines.register(ENGINE, RepeatingEngine)
 
@@ -128,15 +184,42 @@ def first_error(nb) -> tuple[str | None, str]:
     return None, ""
 
 
+def validation_requests(path: Path, parameters: dict, cases) -> list[dict]:
+    """What :func:`execute` sends, per case, to try parameter values after its passes: the
+    ``parameters`` cell followed by the parameters with that case's value changed (assigned as
+    papermill injects them), then the validation cell. A case is ``(name, value)``, or
+    ``(name, value, others)`` with a dict of other parameters changed with it (04's
+    ``fresh_start=True`` beside a ``run_dir``); a case named ``None`` changes nothing (a
+    control that must pass)."""
+    from papermill.translators import translate_parameters
+
+    cells = nbformat.read(path, as_version=4).cells
+    tagged = next(i for i, c in enumerate(cells) if "parameters" in c.metadata.get("tags", []))
+    defaults, validation = cells[tagged].source, cells[tagged + 1].source
+    requests = []
+    for name, value, *others in cases:
+        changed = {**(others[0] if others else {}), **({name: value} if name else {})}
+        injected = translate_parameters(
+            "python", "python3", {**parameters, **changed}, "Injected parameters"
+        )
+        requests.append({"name": name, "value": repr(value),
+                         "parameters": defaults + "\n" + injected, "validation": validation})
+    return requests
+
+
 def execute(
     path: Path, build: Path, parameters: dict, timeout: int = 1800, passes: int = 1,
-    solutions: bool = False,
+    solutions: bool = False, invalid=(),
 ) -> RunResult:
     """Run one notebook with papermill; never raises for a failing notebook.
 
     ``passes=2`` runs all its cells a second time in the same kernel once the first run
     passed: what a learner's second "Run all" does. ``solutions=True`` runs the copy whose
-    exercise cells hold their solutions (tools/exercises.py), written to ``build/solved``."""
+    exercise cells hold their solutions (tools/exercises.py), written to ``build/solved``.
+    ``invalid`` lists parameter values (see :func:`validation_requests`) to try in the same
+    kernel once every pass has passed, each through the parameters and validation cells: a
+    kernel start imports TensorFlow (seconds), so this checks many values for the price of
+    none. Each one's error lands in ``RunResult.validations``."""
     import papermill
 
     from tools.exercises import write_solutions
@@ -175,6 +258,7 @@ def execute(
             engine_name=ENGINE,
             passes=passes,
             first_pass=str(first),
+            validations=validation_requests(source, parameters, invalid) if invalid else (),
         )
         status, crash = "passed", ""
     except papermill.PapermillExecutionError:
@@ -185,6 +269,9 @@ def execute(
     if not executed.exists():  # papermill stopped before writing it: the notebook as it was
         nbformat.write(nbformat.read(source, as_version=4), executed)
     nb = nbformat.read(executed, as_version=4)
+    validations = nb.metadata.pop(VALIDATIONS_KEY, None)
+    if validations is not None:  # the executed copy is the notebook's, not the test's
+        nbformat.write(nb, executed)
     cell, error = first_error(nb)
     if crash and not error:  # the kernel died: no cell reported an error, papermill did
         error = crash
@@ -193,7 +280,7 @@ def execute(
               if status == "passed" and first.exists() else None)
     return RunResult(
         path.stem, status, seconds, device_of(nb), executed, error, cell, passes, failed,
-        verdicts_in(nb), solutions, differ,
+        verdicts_in(nb), solutions, differ, validations,
     )
 
 
@@ -233,87 +320,6 @@ _NBVAL_SKIPS = (
     "metadata", "traceback", "prompt_number", "output_type", "name", "execution_count",
     "application/vnd.jupyter.widget-view+json", "image/png", "image/jpeg",
 )
-
-
-@dataclass
-class ValidationResult:
-    name: str
-    value: object
-    error: str  # "ename: evalue", or "" when the validation cell passed
-    traceback: list[str]  # what the learner sees under the failing cell
-
-
-def validate_in_one_kernel(
-    path: Path, cases: list[tuple[str, object]], parameters: dict, cwd: Path, timeout: int = 120
-) -> list[ValidationResult]:
-    """Run the validation cell of ``path`` once per ``(name, value)`` in ``cases``, all in one
-    kernel: the setup cells once, then for each case the ``parameters`` cell, ``parameters``
-    with that one value changed (assigned as papermill injects them), and the validation cell.
-    A case named ``None`` changes nothing (a control that must pass). A case may carry a third
-    item, a dict of other parameters changed with it (04's ``fresh_start=True`` beside a
-    ``run_dir``).
-
-    Each kernel start imports TensorFlow (seconds), so this checks many invalid values for
-    the price of one run; :func:`execute` still proves the whole papermill path."""
-    from jupyter_client.manager import start_new_kernel
-    from papermill.translators import translate_parameters
-
-    cells = nbformat.read(path, as_version=4).cells
-    tagged = next(i for i, c in enumerate(cells) if "parameters" in c.metadata.get("tags", []))
-    setup = [c.source for c in cells[:tagged] if c.cell_type == "code"]
-    defaults, validation = cells[tagged].source, cells[tagged + 1].source
-    cwd.mkdir(parents=True, exist_ok=True)
-    manager, client = start_new_kernel(
-        kernel_name=kernel_for(path.stem) or "python3", cwd=str(cwd),
-        extra_arguments=["--IPKernelApp.log_level=ERROR"],
-    )
-
-    def run(code: str) -> dict | None:
-        """This execution's error, or None: the reply to this very request says whether it
-        failed, and its error is the message whose parent is this request. Each case's failure
-        is expected, so it must not abort the next request (``stop_on_error=False``): with
-        ipykernel 6.17 (Colab's) under load, a request right after an error was aborted, and
-        its error read as the previous case's."""
-        errors = []
-
-        def hook(message):
-            if message["msg_type"] == "error":
-                errors.append((message["parent_header"].get("msg_id"), message["content"]))
-
-        for _ in range(2):  # an aborted request (not run at all) is sent once more
-            reply = client.execute_interactive(code, output_hook=hook, timeout=timeout,
-                                               store_history=False, stop_on_error=False)
-            if reply["content"]["status"] != "aborted":
-                break
-        status = reply["content"]["status"]
-        if status == "ok":
-            return None
-        request = reply["parent_header"].get("msg_id")
-        mine = [content for parent, content in errors if parent == request]
-        fallback = {"ename": reply["content"].get("ename", status),
-                    "evalue": reply["content"].get("evalue", f"the request was {status}"),
-                    "traceback": reply["content"].get("traceback", [])}
-        return mine[0] if mine else fallback
-
-    try:
-        for source in setup:
-            if error := run(source):
-                raise RuntimeError(f"{path.name}: a setup cell failed: {error['evalue']}")
-        results = []
-        for name, value, *extra in cases:
-            changed = {**(extra[0] if extra else {}), **({name: value} if name else {})}
-            injected = translate_parameters(
-                "python", "python3", {**parameters, **changed}, "Injected parameters"
-            )
-            if error := run(defaults + "\n" + injected):
-                raise RuntimeError(f"{path.name}: the parameters cell failed: {error['evalue']}")
-            error = run(validation)
-            text = f"{error['ename']}: {error['evalue']}" if error else ""
-            results.append(ValidationResult(name, value, text, error["traceback"] if error else []))
-        return results
-    finally:
-        client.stop_channels()
-        manager.shutdown_kernel(now=True)
 
 
 def gif_outputs_as_html(nb):
