@@ -142,6 +142,8 @@ gpu-check:
 	$(PYTHON) -m tools.gpu_check $(GPU_CHECK_ARGS)
 
 # Stages run in this order and stop at the first that fails; each says how long it took.
+# (Run side by side, they take longer in all: each stage keeps both cores busy for most of its
+# time, and TensorFlow's thread pools spin on cores they do not get.)
 test:
 	@mkdir -p build && : > $(TIMES) && date +%s > $(TIMES).start
 	$(call STAGE,environments)
@@ -195,13 +197,15 @@ site-test: $(SITE_STAMP)
 	$(TEST_ENV) COURSE_SITE=$(TEST_BUILD)/site $(PYTEST) -m site tests/test_site_browser.py
 
 # The same unit tests and notebook runs on the compat stack, less what does not depend on the
-# stack or is run again there: the tests marked heavy (see pyproject.toml), and the invalid
-# parameter values (helpers.params, plain Python). Its executed copies go to build/test-compat;
-# each notebook runs once there (the pinned stage already runs each twice in one kernel), with
+# stack or is run again there: the tests marked heavy or tools (see pyproject.toml), those of
+# setup without TensorFlow (the TPU stack runs them, with TensorFlow really absent), and the
+# invalid parameter values (helpers.params, plain Python). Its executed copies go to
+# build/test-compat; each notebook runs once there (the pinned stage already runs each twice in one kernel), with
 # its exercises solved: every check must say "right" there, and "not yet" to the untouched ones
 # on the pinned.
 compat-unit: $(COMPAT_STAMP)
-	$(TEST_ENV) $(COMPAT_PYTEST) -n 2 -m "not notebooks and not site and not heavy and not tpu and not bench"
+	$(TEST_ENV) $(COMPAT_PYTEST) -n 2 -k "not without_tensorflow" \
+	  -m "not notebooks and not site and not heavy and not tpu and not bench and not tools"
 
 compat-notebooks: $(COMPAT_STAMP)
 	rm -rf $(COMPAT_BUILD)
@@ -227,10 +231,14 @@ tpu-unit-keras-jax:
 tpu-unit-pytorch-xla:
 	$(TEST_ENV) $(XLA_ENV) $(TPU_PYTEST) -m tpu tests/test_tpu_pytorch_xla.py
 
+# JAX's persistent compilation cache (a folder of this stage's, emptied first): the second
+# "Run all" of notebook 08 reuses what the first compiled, as the same programs on new objects.
+TPU_JAX_CACHE := JAX_COMPILATION_CACHE_DIR=$(abspath $(TPU_BUILD))/jax-cache \
+  JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0 JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES=0
 tpu-notebooks: $(TPU_STAMP)
 	rm -rf $(TPU_BUILD)
-	$(TEST_ENV) COURSE_STACK=tpu COURSE_TEST_BUILD=$(TPU_BUILD) $(TPU_PYTEST) -n 2 -m notebooks \
-	  tests/test_notebooks.py
+	$(TEST_ENV) $(TPU_JAX_CACHE) COURSE_STACK=tpu COURSE_TEST_BUILD=$(TPU_BUILD) $(TPU_PYTEST) \
+	  -n 2 -m notebooks tests/test_notebooks.py
 
 # The notebooks with their exercises solved (solutions/NN_name.py), into build/solutions.
 solutions: $(STAMP)

@@ -7,6 +7,9 @@ import pytest
 
 from tools import course_map
 
+# the maintainers' tools (or the package's structure): the same on every stack (see pyproject.toml)
+pytestmark = pytest.mark.tools
+
 
 def test_times_read_as_minutes_with_the_cpu_time_and_stopped_runs_say_so():
     assert course_map.cell(None) == "not measured"

@@ -7,6 +7,9 @@ import pytest
 from tools import gpu_check
 from tools.gpu_check import Check, Stage
 
+# the maintainers' tools (or the package's structure): the same on every stack (see pyproject.toml)
+pytestmark = pytest.mark.tools
+
 
 def a_check(mode="gpu"):
     check = Check(

@@ -5,7 +5,12 @@ import ast
 import subprocess
 import sys
 
+import pytest
+
 from tools.course import ROOT
+
+# the maintainers' tools (or the package's structure): the same on every stack (see pyproject.toml)
+pytestmark = pytest.mark.tools
 
 HELPERS = sorted(p for p in (ROOT / "helpers").rglob("*.py") if "__pycache__" not in p.parts)
 # The TPU notebooks' modules need JAX or torch_xla (the TPU stack); tests/test_tpu_* import them

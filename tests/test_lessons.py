@@ -6,6 +6,9 @@ import pytest
 
 from tools import lessons
 
+# the maintainers' tools (or the package's structure): the same on every stack (see pyproject.toml)
+pytestmark = pytest.mark.tools
+
 
 def notebook(*sources: str) -> dict:
     return {"cells": [

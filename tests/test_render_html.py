@@ -6,9 +6,13 @@ import io
 import re
 
 import nbformat
+import pytest
 from PIL import Image
 
 from tools import run_notebooks
+
+# the maintainers' tools (or the package's structure): the same on every stack (see pyproject.toml)
+pytestmark = pytest.mark.tools
 
 
 def gif_bytes() -> bytes:

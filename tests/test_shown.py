@@ -1,6 +1,11 @@
 """tools.shown: a notebook's code cells must show its lesson's calls, for real."""
 
+import pytest
+
 from tools import shown
+
+# the maintainers' tools (or the package's structure): the same on every stack (see pyproject.toml)
+pytestmark = pytest.mark.tools
 
 
 def nb(*sources):

@@ -11,6 +11,9 @@ import pytest
 
 from tools import course, site
 
+# the maintainers' tools (or the package's structure): the same on every stack (see pyproject.toml)
+pytestmark = pytest.mark.tools
+
 REPO = {"repository": "me/course", "branch": "main"}
 
 

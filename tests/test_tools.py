@@ -7,6 +7,9 @@ import pytest
 
 from tools import course, nbcheck, nbclean, run_notebooks, set_repo
 
+# the maintainers' tools (or the package's structure): the same on every stack (see pyproject.toml)
+pytestmark = pytest.mark.tools
+
 CONF = {"repository": "me/course", "branch": "main"}
 NAME = "09_example.ipynb"
 URL = course.colab_url(NAME, **CONF)
