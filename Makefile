@@ -15,6 +15,11 @@ UV := $(BIN)/uv
 PROFILE ?= quick
 TEST_BUILD := build/test
 PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider
+# How the two test workers share the work: unit tests are stolen by whichever worker is idle
+# (their lengths vary from milliseconds to a minute); notebooks go one at a time to the first
+# free worker, the slowest first (tests/test_notebooks.py orders them), so both end together.
+UNIT_SPLIT := -n 2 --dist worksteal
+NOTEBOOK_SPLIT := -n 2 --dist load --maxschedchunk 1
 # The tests never reach for the network: data sets fall back to bundled data.
 TEST_ENV := COURSE_OFFLINE=1 MPLBACKEND=Agg
 
@@ -65,7 +70,7 @@ help:
 	@echo "                               then unit tests and notebook runs on the compat stack"
 	@echo "                               and on the TPU stack (08 and 09, without TensorFlow)"
 	@echo "make bench                     run the benchmarks into build/bench/results.{json,md}"
-	@echo "make bench-test                the tests of the benchmarks that start their own children"
+	@echo "make bench-test                the benchmarks' own tests (CI runs them after make test)"
 	@echo "make gpu-check                 the course on an NVIDIA GPU (CUDA TF in .venv-gpu) into"
 	@echo "                               build/gpu-check/report.md; the CPU-safe parts without one"
 	@echo "make site [EXECUTED=DIR]       the course site from build/executed into build/site"
@@ -131,8 +136,8 @@ run: $(STAMP) $(TPU_KERNEL_STAMP)
 bench: $(STAMP) $(TPU_STAMP)
 	$(BIN)/python -m tools.bench
 
-# The tests of the benchmarks that start children of their own (tests/test_bench.py, marked
-# bench): about 2 minutes, outside make test's 15; CI (.ci/run) runs them after it.
+# The benchmarks' own tests (tests/test_bench.py, marked bench; some start children on the
+# other stacks): about 2 minutes, outside make test's 15; CI (.ci/run) runs them after it.
 bench-test: $(STAMP) $(TPU_STAMP)
 	$(TEST_ENV) $(PYTEST) -n 2 -m bench tests/test_bench.py
 
@@ -142,8 +147,8 @@ gpu-check:
 	$(PYTHON) -m tools.gpu_check $(GPU_CHECK_ARGS)
 
 # Stages run in this order and stop at the first that fails; each says how long it took.
-# (Run side by side, they take longer in all: each stage keeps both cores busy for most of its
-# time, and TensorFlow's thread pools spin on cores they do not get.)
+# (Run side by side, or with more than two workers, they take longer in all: TensorFlow's
+# thread pools spin on cores they do not get.)
 test:
 	@mkdir -p build && : > $(TIMES) && date +%s > $(TIMES).start
 	$(call STAGE,environments)
@@ -170,13 +175,13 @@ check-notebooks: $(STAMP)
 	$(BIN)/python -m tools.check
 
 unit: $(STAMP)
-	$(TEST_ENV) $(PYTEST) -n 2 -m "not notebooks and not site and not tpu and not bench"
+	$(TEST_ENV) $(PYTEST) $(UNIT_SPLIT) -m "not notebooks and not site and not tpu and not bench"
 
 # Executes every notebook with the `test` profile into build/test/executed,
 # and every invalid parameter value from notebooks/profiles.toml.
 notebooks: $(STAMP)
 	rm -rf $(TEST_BUILD)
-	$(TEST_ENV) $(PYTEST) -n 2 -m notebooks
+	$(TEST_ENV) $(PYTEST) $(NOTEBOOK_SPLIT) -m notebooks
 
 # Copies every notebook's #@save cells into helpers/lessons/ (one source: see docs/maintainers.md).
 lessons: $(STAMP)
@@ -203,15 +208,16 @@ site-test: $(SITE_STAMP)
 # build/test-compat; each notebook runs once there (the pinned stage already runs each twice in one kernel), with
 # its exercises solved: every check must say "right" there, and "not yet" to the untouched ones
 # on the pinned.
+COMPAT_SKIPS := not site and not heavy and not tpu and not bench and not tools
+COMPAT_ENV := COURSE_STACK=compat COURSE_TEST_BUILD=$(COMPAT_BUILD) COURSE_TEST_PASSES=1 \
+  COURSE_TEST_SOLUTIONS=1 COURSE_TEST_INVALID=0
 compat-unit: $(COMPAT_STAMP)
-	$(TEST_ENV) $(COMPAT_PYTEST) -n 2 -k "not without_tensorflow" \
-	  -m "not notebooks and not site and not heavy and not tpu and not bench and not tools"
+	$(TEST_ENV) $(COMPAT_PYTEST) $(UNIT_SPLIT) -k "not without_tensorflow" \
+	  -m "not notebooks and $(COMPAT_SKIPS)"
 
 compat-notebooks: $(COMPAT_STAMP)
 	rm -rf $(COMPAT_BUILD)
-	$(TEST_ENV) COURSE_STACK=compat COURSE_TEST_BUILD=$(COMPAT_BUILD) COURSE_TEST_PASSES=1 \
-	  COURSE_TEST_SOLUTIONS=1 COURSE_TEST_INVALID=0 $(COMPAT_PYTEST) -n 2 -m notebooks \
-	  -k runs_with_test_parameters
+	$(TEST_ENV) $(COMPAT_ENV) $(COMPAT_PYTEST) $(NOTEBOOK_SPLIT) -m notebooks
 
 # The TPU stack, where TensorFlow is not installed: the plumbing and exercise checks of
 # notebooks 08 and 09 (one engine per process, as in the notebooks), what runs without
@@ -238,7 +244,7 @@ TPU_JAX_CACHE := JAX_COMPILATION_CACHE_DIR=$(abspath $(TPU_BUILD))/jax-cache \
 tpu-notebooks: $(TPU_STAMP)
 	rm -rf $(TPU_BUILD)
 	$(TEST_ENV) $(TPU_JAX_CACHE) COURSE_STACK=tpu COURSE_TEST_BUILD=$(TPU_BUILD) $(TPU_PYTEST) \
-	  -n 2 -m notebooks tests/test_notebooks.py
+	  $(NOTEBOOK_SPLIT) -m notebooks tests/test_notebooks.py
 
 # The notebooks with their exercises solved (solutions/NN_name.py), into build/solutions.
 solutions: $(STAMP)

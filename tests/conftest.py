@@ -46,3 +46,4 @@ def fresh_process(tmp_path_factory):
         return SimpleNamespace(returncode=child.exitcode, output=log.read_text())
 
     return run
+

@@ -6,10 +6,8 @@ from helpers import scale_out_profile
 from helpers.devices import nvidia_smi
 from tools import bench
 
-pytestmark = pytest.mark.heavy  # see pyproject.toml
-# The benchmarks that start children of their own (a cluster of workers, the JAX and PyTorch/XLA
-# stacks) are make bench's own tests: make bench-test, which CI runs after make test.
-bench_children = pytest.mark.bench
+# make bench's own tests (see pyproject.toml): make bench-test runs them, and CI after make test
+pytestmark = pytest.mark.bench
 
 
 def test_record_has_a_ratio_only_with_a_baseline():
@@ -59,7 +57,6 @@ def test_dcgan_benchmark_record(tf):
     assert "batch 16" in rec["metric"]
 
 
-@bench_children
 def test_scaling_benchmark_records(tf):
     mirrored, workers = bench.bench_scaling(
         replicas=2, per_replica_batch=16, images=256, epochs=2, worker_steps=6
@@ -75,7 +72,6 @@ def test_scaling_benchmark_records(tf):
     assert workers["ratio"] == pytest.approx(workers["value"] / workers["baseline_value"])
 
 
-@bench_children
 def test_keras_jax_vs_tf_fit_record(tf):
     (rec,) = bench.bench_keras_jax(images=256, global_batch=64, epochs=2, steps_per_execution=2)
     assert rec["name"] == "keras_jax_vs_tf_fit" and rec["unit"] == "images/s"
@@ -84,7 +80,6 @@ def test_keras_jax_vs_tf_fit_record(tf):
     assert "one device per engine" in rec["device"] and "Keras on TensorFlow" in rec["baseline"]
 
 
-@bench_children
 def test_dcgan_step_records_on_each_engine(tf):
     records = bench.bench_dcgan_engines(batch_size=32, repeats=2)
     names = [r["name"] for r in records]

@@ -172,16 +172,18 @@ def write_between(path: Path, start: str, end: str, body: str, check: bool = Fal
 
 
 
-def heaviest_first(paths: list[Path]) -> list[Path]:
+def heaviest_first(paths: list[Path], profile: str = "test") -> list[Path]:
     """``paths`` (notebooks, or executed copies named like them), the slowest first, by the
-    quick-profile times `python -m tools.course_map measure` recorded in
-    docs/measured_times.json (unmeasured ones last, in course order). The test stages run
-    them in this order, so that the longest starts first and the two workers finish together."""
+    times `python -m tools.course_map measure --profile PROFILE` recorded in
+    docs/measured_times.json (the quick profile's where that one has none; unmeasured ones
+    last, in course order). The test stages run them in this order, each sent to the first
+    worker free, so that the longest starts first and the two workers finish together."""
     import json
 
     records = ROOT / "docs" / "measured_times.json"
-    quick = json.loads(records.read_text()).get("quick", {}) if records.exists() else {}
-    return sorted(paths, key=lambda p: -quick.get(p.stem, {}).get("wall_s", 0))
+    measured = json.loads(records.read_text()) if records.exists() else {}
+    times = measured.get(profile) or measured.get("quick", {})
+    return sorted(paths, key=lambda p: -times.get(p.stem, {}).get("wall_s", 0))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -34,7 +34,10 @@ from tools.course import BUILD, ROOT, notebook_paths, read_notebook, write_betwe
 RECORDS = ROOT / "docs" / "measured_times.json"
 README = ROOT / "README.md"
 START, END = "<!-- course-map:start -->", "<!-- course-map:end -->"
-PROFILES = ("quick", "full")
+PROFILES = ("quick", "full")  # the map's columns
+# what `measure` times: also the test profile, whose times order make test's notebook runs
+# (tools.course.heaviest_first)
+MEASURED = (*PROFILES, "test")
 
 #: The runtime each notebook wants; every one also runs, with stand-ins, on a CPU.
 RUNTIMES = {
@@ -205,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("measure", help="time notebooks as make run does")
-    run.add_argument("--profile", choices=PROFILES, default="quick")
+    run.add_argument("--profile", choices=MEASURED, default="quick")
     run.add_argument("--budget-s", type=float, default=1800, help="stop a notebook after this")
     run.add_argument("--build", type=Path, default=BUILD / "times")
     run.add_argument("names", nargs="*", help="notebook names (stems); default: all")
