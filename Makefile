@@ -205,9 +205,9 @@ site-test: $(SITE_STAMP)
 # stack or is run again there: the tests marked heavy or tools (see pyproject.toml), those of
 # setup without TensorFlow (the TPU stack runs them, with TensorFlow really absent), and the
 # invalid parameter values (helpers.params, plain Python). Its executed copies go to
-# build/test-compat; each notebook runs once there (the pinned stage already runs each twice in one kernel), with
-# its exercises solved: every check must say "right" there, and "not yet" to the untouched ones
-# on the pinned.
+# build/test-compat; each notebook runs once there (the pinned stage already runs each twice
+# in one kernel), with its exercises solved: every check must say "right" there, and "not yet"
+# to the untouched ones on the pinned.
 COMPAT_SKIPS := not site and not heavy and not tpu and not bench and not tools
 COMPAT_ENV := COURSE_STACK=compat COURSE_TEST_BUILD=$(COMPAT_BUILD) COURSE_TEST_PASSES=1 \
   COURSE_TEST_SOLUTIONS=1 COURSE_TEST_INVALID=0

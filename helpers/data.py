@@ -9,12 +9,16 @@ images; it always says so on screen. It never substitutes silently.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import socket
+import sys
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from PIL import Image
 
 #: Real data sets: image shape, class names and the Keras loader's name.
 REAL = {
@@ -140,8 +144,6 @@ def _try_keras(name: str) -> tuple[ImageData | None, str]:
     """The real data set, through ``keras.datasets`` where the notebook already imported Keras
     (on its own backend); else, for MNIST, the same file downloaded without Keras. Never imports
     an engine itself."""
-    import sys
-
     keras = sys.modules.get("keras")
     if keras is None and name != "mnist":
         return None, f"{name} loads through keras.datasets, and this notebook does not use Keras"
@@ -177,9 +179,6 @@ def _try_keras(name: str) -> tuple[ImageData | None, str]:
 def _mnist_without_keras(folder: Path | None = None):
     """MNIST's arrays from ``mnist.npz``, downloaded once into Keras's own cache folder
     (``~/.keras/datasets``), checked against its SHA-256, written whole or not at all."""
-    import hashlib
-    import urllib.request
-
     folder = folder or Path.home() / ".keras" / "datasets"
     path = folder / "mnist.npz"
     if not path.exists() or hashlib.sha256(path.read_bytes()).hexdigest() != MNIST_SHA256:
@@ -215,8 +214,6 @@ def resize_and_pad(images: np.ndarray, shape, margin_fraction: float = 2 / 7) ->
     MNIST centres each 20x20 digit in a 28x28 frame (8/28 of the side is margin);
     the same fraction is used here. Channels are repeated when ``shape`` has 3.
     """
-    from PIL import Image
-
     height, width, channels = shape
     pad_y, pad_x = round(height * margin_fraction / 2), round(width * margin_fraction / 2)
     inner = (width - 2 * pad_x, height - 2 * pad_y)

@@ -10,12 +10,17 @@ with ``MirroredStrategy``, so TPU code paths are exercised without a TPU.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 
 from helpers.devices import mirrored as shared_mirrored
+from helpers.devices import precision
 from helpers.errors import invalid
 from helpers.models import replica_classifier
-from helpers.timing import steady_state
+from helpers.params import integer
+from helpers.timing import epoch_timer, steady_state
 
 
 def expected_replicas(accelerator: object, logical_devices: object, gpus: int, tpu_usable: bool):
@@ -34,8 +39,6 @@ def batch_rule(replicas: int | None):
     """A :mod:`helpers.params` rule: the global batch must split evenly across replicas (any
     positive integer where ``replicas`` is None: not known yet)."""
     if replicas is None:
-        from helpers.params import integer
-
         return integer(1, 10_000_000)
 
     def rule(name: str, value: object) -> object:
@@ -71,9 +74,6 @@ def in_memory_dataset(x, y, global_batch: int, shuffle: bool = True, seed: int =
 def tfrecord_input_fn(directory, global_batch: int):
     """For ``strategy.distribute_datasets_from_function``: each input pipeline reads its own
     share of the TFRecord files and batches at the per-replica size."""
-    import json
-    from pathlib import Path
-
     import tensorflow as tf
 
     from helpers.lessons.tfdata_pipelines import parse_fn  # notebook 03's parser
@@ -188,9 +188,6 @@ def fit_classifier(
     ops whose keys clash between MirroredStrategy objects over overlapping device sets."""
 
     import tensorflow as tf
-
-    from helpers.devices import precision
-    from helpers.timing import epoch_timer
 
     note = ""
     if isinstance(strategy, tf.distribute.MirroredStrategy) and steps_per_execution > 1:

@@ -56,8 +56,9 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+from PIL import Image
 
-from helpers.devices import mixed_policy_for
+from helpers.devices import detect_platform, mixed_policy_for
 from helpers.errors import invalid
 from helpers.models import scoring_classifier
 
@@ -88,8 +89,6 @@ def to_gan_range(images, labels=None):
 
 def from_gan_range(images):
     """Generator output in [-1, 1] to uint8 pixels."""
-    import numpy as np
-
     return np.uint8(np.clip((np.asarray(images, dtype="float32") + 1) * 127.5, 0, 255))
 
 
@@ -226,8 +225,6 @@ class History:
 
 def save_grid(images: np.ndarray, path, columns: int = 4) -> Path:
     """Save uint8 images (N, H, W, C) as one grid image (PNG)."""
-    from PIL import Image
-
     n, h, w, c = images.shape
     rows = -(-n // columns)
     canvas = np.zeros((rows * h, columns * w, c), dtype=np.uint8)
@@ -243,8 +240,6 @@ def make_gif(grids: list[Path], path, scale: int = 4, ms_per_frame: int = 400) -
 
     No grids (no epoch finished yet) raise :class:`helpers.errors.ParameterError` saying so,
     and no file is written: a GIF of no frames cannot be made."""
-    from PIL import Image
-
     grids = list(grids)
     if not grids:
         raise invalid("grids", [], "no epoch grids to animate; allowed: a list of one or more "
@@ -290,8 +285,6 @@ USE_DRIVE = ("auto", True, False)
 
 def drive_wanted(use_drive, platform: str | None = None) -> bool:
     """``use_drive`` resolved: "auto" means on Colab (whose /content is lost on a disconnect)."""
-    from helpers.devices import detect_platform
-
     if use_drive == "auto":
         return (platform or detect_platform()) == "colab"
     return bool(use_drive)
@@ -301,8 +294,6 @@ def run_directory(run_dir: str, use_drive=False, platform: str | None = None) ->
     """Where a run keeps its files: ``run_dir``, or inside Google Drive on Colab, so that
     checkpoints outlive the runtime (``use_drive`` "auto": on Colab). Mounting Drive asks for
     permission once. Prints which, and whether it survives a disconnect."""
-    from helpers.devices import detect_platform
-
     platform = platform or detect_platform()
     if not drive_wanted(use_drive, platform):
         where = Path(run_dir)

@@ -24,9 +24,10 @@ import subprocess
 from collections.abc import Callable, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from importlib import metadata
 
 from helpers.errors import AcceleratorUnavailable, LateConfigurationError, too_late
-from helpers.params import ACCELERATORS
+from helpers.params import ACCELERATORS, accelerator
 
 #: Mime type of the record :func:`announce` leaves in a notebook's outputs;
 #: ``make run`` reads it to say which device ran each notebook.
@@ -276,8 +277,6 @@ def device_name(kind: str) -> str:
 
 def _version(*distributions: str) -> str | None:
     """The version of the first of ``distributions`` that is installed, or None."""
-    from importlib import metadata
-
     for name in distributions:
         try:
             return f"{name} {metadata.version(name)}"
@@ -497,8 +496,6 @@ def accelerator_rule(tpu: TPUStatus | None = None, gpus: list | None = None):
     Asking for a TPU where there is none fails in the validation cell, with one
     line saying what this runtime has.
     """
-    from helpers.params import accelerator
-
     return accelerator(lambda: available_accelerators(tpu, gpus))
 
 

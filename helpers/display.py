@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 import html
+import math
 from collections.abc import Mapping, Sequence
+
+import numpy as np
 
 
 class Table:
@@ -55,10 +58,7 @@ def _cell(value: object) -> str:
 def image_grid(images, labels=None, class_names=None, count: int = 16, title: str = ""):
     """Show the first ``count`` images (uint8 or float, NHWC) in a square grid; return the figure.
     """
-    import math
-
     import matplotlib.pyplot as plt
-    import numpy as np
 
     count = min(count, len(images))
     side = math.ceil(math.sqrt(count))

@@ -10,15 +10,20 @@ written in the notebook's cells (helpers.lessons.out_of_memory holds its ``#@sav
 from __future__ import annotations
 
 import gc
+import os
 import re
 import resource
+import signal
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from multiprocessing.connection import wait
 
 import numpy as np
 
-from helpers import processes
+from helpers import devices, models, processes
+from helpers.devices import precision
 from helpers.errors import (
     CANNOT_SWITCH,
     TOO_LATE,
@@ -28,6 +33,7 @@ from helpers.errors import (
     LateConfigurationError,
     MemoryBudgetExceeded,
 )
+from helpers.logs import import_tensorflow
 
 #: The hint the "too late" message adds for GPU memory.
 GROWTH_HINT = " For memory growth, you can also start Python with TF_FORCE_GPU_ALLOW_GROWTH=true."
@@ -49,9 +55,7 @@ def late_error(error: BaseException, asked: str) -> LateConfigurationError:
 def gpu_used_mb(index: int = 0) -> float | None:
     """GPU ``index``'s memory in use, all processes together, as ``nvidia-smi`` reports it
     (MiB); None without nvidia-smi."""
-    from helpers.devices import nvidia_smi
-
-    gpus = nvidia_smi()
+    gpus = devices.nvidia_smi()  # looked up when called (tests replace it)
     return gpus[index]["memory_used_mib"] if len(gpus) > index else None
 
 
@@ -188,17 +192,10 @@ def child_memory_setup(task: dict, gpus=None) -> str:
 
 def _child_main(task: dict) -> dict:
     """Runs in a fresh process: build a model from helpers.models, train, return what it saw."""
-    import os
-
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    from helpers.logs import import_tensorflow
-
     import_tensorflow()
     memory_setting = child_memory_setup(task)
     import keras
-
-    from helpers import models
-    from helpers.devices import precision
 
     keras.utils.set_random_seed(task.get("seed", 0))
     with precision(task.get("policy")):
@@ -247,8 +244,6 @@ def _child_entry(target, task, connection) -> None:
 def _death(pid: int, exitcode: int | None, what: str) -> Exception:
     """The error for a child that ended without a reply: SIGKILL is the kernel's
     out-of-memory killer's signal, so it counts as an out-of-memory try."""
-    import signal
-
     if exitcode is not None and exitcode < 0:
         try:
             name = signal.Signals(-exitcode).name
@@ -288,9 +283,6 @@ def run_in_child(target, task, timeout: float = 600, what: str = "") -> dict:
     :class:`ChildOutOfMemory` when it was an out-of-memory error. The child never outlives
     this call (an interrupt included).
     """
-    import time
-    from multiprocessing.connection import wait
-
     what = what or getattr(target, "__name__", "child")
     context = processes.context()
     reader, writer = context.Pipe(duplex=False)

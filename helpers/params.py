@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from types import SimpleNamespace
 
 from helpers import errors, workdirs
@@ -105,8 +106,6 @@ def folder(inside: str | None = None) -> Rule:
     ``inside``: the folder the name is taken relative to, and must lie strictly within
     (04 with ``use_drive``: Drive's ``MyDrive``).
     """
-    from pathlib import Path
-
     def rule(name: str, value: object) -> object:
         if not isinstance(value, str) or not value.strip() or "\0" in value:
             raise invalid(name, value, "expected a folder name; allowed: " + workdirs.ALLOWED)

@@ -15,6 +15,8 @@ import importlib.metadata
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
+
 
 @dataclass
 class Migration:
@@ -72,7 +74,6 @@ def _checkpoint_weights_path() -> str:
 def _fit_workers() -> str:
     """Probe: does ``Model.fit`` still take ``workers`` and ``use_multiprocessing``?"""
     import keras
-    import numpy as np
 
     model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
     model.compile(optimizer="sgd", loss="mse")

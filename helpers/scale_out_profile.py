@@ -54,9 +54,11 @@ from pathlib import Path
 
 import numpy as np
 
-from helpers import processes
+from helpers import devices, processes
+from helpers.data_parallel import fit_classifier
 from helpers.devices import split_cpu
 from helpers.errors import LateConfigurationError, too_late
+from helpers.models import replica_classifier
 from helpers.timing import steady_state
 
 
@@ -85,11 +87,9 @@ def replica_devices(count: int, gpu_memory_mb: int | None = None) -> ReplicaDevi
     No GPU: the CPU split into ``count`` logical devices."""
     import tensorflow as tf
 
-    from helpers.devices import list_gpus
-
     gpus = tf.config.list_physical_devices("GPU")
     if len(gpus) == 1 and gpu_memory_mb is None:
-        total = list_gpus()[0].memory_mib or 8192  # nvidia-smi's figure, where it answers
+        total = devices.list_gpus()[0].memory_mib or 8192  # nvidia-smi's figure, where it answers
         gpu_memory_mb = min(2048, int(0.8 * total / count))
     if len(gpus) > 1:
         for gpu in gpus:  # take only what training needs: local workers want GPUs later
@@ -127,8 +127,6 @@ def sweep(
 
     Returns one row per count: images/s (median of the epochs after the first), speedup over
     one replica, and scaling efficiency (speedup / replicas)."""
-    from helpers.data_parallel import fit_classifier
-
     rows = []
     for count in counts:
         run = fit_classifier(
@@ -306,9 +304,8 @@ def run_cluster(
         raise FileNotFoundError(f"{script} is missing: run the notebook's %%writefile cells")
     if not _latest_step(work / "checkpoints"):  # a fresh run; otherwise it resumes
         (work / PROGRESS_FILE).unlink(missing_ok=True)
-    from helpers.devices import nvidia_smi
 
-    visible, device = worker_devices(job.workers, len(nvidia_smi()))
+    visible, device = worker_devices(job.workers, len(devices.nvidia_smi()))
     attempts, logs, start = [], {}, time.perf_counter()
     for number in range(max_restarts + 1):
         spec = {**dataclasses.asdict(job), "attempt": number, "work_dir": str(work)}
@@ -354,9 +351,9 @@ def _launch(work: Path, script: Path, visible: list[str], attempt: int, timeout_
     addresses = [f"localhost:{port}" for port in free_ports(len(visible))]
     workers, paths = [], []
     try:
-        for index, devices in enumerate(visible):
+        for index, cuda_devices in enumerate(visible):
             env = {**os.environ, "TF_CONFIG": json.dumps(tf_config(addresses, index))}
-            env["CUDA_VISIBLE_DEVICES"] = devices
+            env["CUDA_VISIBLE_DEVICES"] = cuda_devices
             env[LAUNCHER_ENV] = str(os.getpid())
             # the workers import helpers from wherever this process did
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_ROOT, env.get("PYTHONPATH")]))
@@ -708,16 +705,12 @@ def classifier_step(x, y, batch: int, decode_ms: float = 0.0, tuned: bool = Fals
     at a time, in line with training. Tuned: a parallel map and prefetch, so the waits overlap
     the steps; eight calls at once, since a decode that waits (here, or on storage) does not
     use a core. Returns a ``step()`` for notebook 07's ``capture``."""
-    import time as clock
-
     import keras
     import tensorflow as tf
 
-    from helpers.models import replica_classifier
-
     def decode(images, labels):
         def wait(batch_images):
-            clock.sleep(decode_ms / 1000)
+            time.sleep(decode_ms / 1000)
             return batch_images
 
         out = tf.py_function(wait, [images], images.dtype)

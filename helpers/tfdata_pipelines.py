@@ -32,7 +32,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from helpers.timing import epoch_timer, steady_state
+from PIL import Image
+
+from helpers.timing import epoch_timer, measure, no_sync, steady_state
 
 
 @dataclass(frozen=True)
@@ -229,8 +231,6 @@ def plot_timelines(results: list[dict], names=("naive", "all combined")):
 
 def write_image_folder(x, y, directory, class_names) -> int:
     """Save images as PNG files in one sub-folder per class; returns how many were written."""
-    from PIL import Image
-
     directory = Path(directory)
     for i, (image, label) in enumerate(zip(x, y, strict=True)):
         folder = directory / class_names[int(label)].replace("/", "_")
@@ -258,8 +258,6 @@ def fits_on_device(nbytes: int, free_bytes: int, margin: float = 0.5) -> bool:
 def epoch_seconds(ds, epochs: int = 3) -> dict:
     """Iterate ``ds`` for ``epochs`` epochs: the first epoch apart (it fills caches and
     warms up), the steady state as the median of the rest."""
-    from helpers.timing import measure, no_sync
-
     def one_epoch():
         for _ in ds:
             pass

@@ -1,3 +1,8 @@
+import hashlib
+import io
+import sys
+import urllib.request
+
 import numpy as np
 import pytest
 
@@ -75,8 +80,6 @@ def test_repeat_to_for_timing():
 
 
 def _fake_npz():
-    import io
-
     x = np.zeros((6, 28, 28), "uint8")
     y = np.arange(6, dtype="uint8") % 10
     buffer = io.BytesIO()
@@ -87,10 +90,6 @@ def _fake_npz():
 def test_mnist_without_keras_downloads_keras_file_once_checked(monkeypatch, tmp_path):
     """Notebook 09 uses no Keras: MNIST comes from the file keras.datasets reads, downloaded
     once into the same cache, checked against its SHA-256, never left half-written."""
-    import hashlib
-    import sys
-    import urllib.request
-
     payload, calls = _fake_npz(), []
 
     class Response:
@@ -123,8 +122,6 @@ def test_mnist_without_keras_downloads_keras_file_once_checked(monkeypatch, tmp_
 
 
 def test_other_data_sets_without_keras_fall_back_and_say_why(monkeypatch):
-    import sys
-
     monkeypatch.setitem(sys.modules, "keras", None)
     images = data.load("fashion_mnist", offline=False, verbose=False)
     assert images.fell_back and "does not use Keras" in images.notes[0]

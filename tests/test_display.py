@@ -1,3 +1,4 @@
+import numpy as np
 import pytest
 
 from helpers.display import Table, image_grid
@@ -20,8 +21,6 @@ def test_table_from_mapping():
 
 
 def test_image_grid_draws_the_requested_count():
-    import numpy as np
-
     images = np.zeros((10, 8, 8, 1), dtype="uint8")
     fig = image_grid(images, np.arange(10), [str(i) for i in range(10)], count=5, title="t")
     shown = [ax for ax in fig.axes if ax.images]

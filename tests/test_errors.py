@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from helpers import errors, params
+from helpers import devices, errors, models, params
 
 HELPERS = Path(__file__).resolve().parents[1] / "helpers"
 ROOT = HELPERS.parent
@@ -80,8 +80,6 @@ def test_no_private_names_are_imported_across_modules():
 
 
 def test_the_classifiers_live_in_helpers_models():
-    from helpers import models
-
     assert callable(models.replica_classifier) and callable(models.scoring_classifier)
     defining = [p.name for p in modules("helpers")
                 if "def replica_classifier" in p.read_text(encoding="utf-8")
@@ -91,8 +89,6 @@ def test_the_classifiers_live_in_helpers_models():
 
 
 def test_the_precision_policy_is_defined_once():
-    from helpers import devices
-
     assert devices.mixed_policy_for("gpu") == "mixed_float16"
     defining = [p.name for p in modules("helpers")
                 if "def mixed_policy_for(" in p.read_text(encoding="utf-8")]

@@ -2,6 +2,8 @@
 solutions/04_dcgan.py, run as the notebook would) and "not yet", with the expected reason,
 to the untouched exercise and to the usual mistakes."""
 
+import tempfile
+
 import pytest
 
 from helpers.exercises import check
@@ -128,8 +130,6 @@ def test_resume_catches_a_step_read_from_the_file_name(tf):
 
 
 def test_resume_leaves_no_folder_behind(tf, tmp_path, monkeypatch):
-    import tempfile
-
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     check("04.2", _resume(tf, which=-1))
     assert list(tmp_path.iterdir()) == []

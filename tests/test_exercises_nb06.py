@@ -6,14 +6,13 @@ from __future__ import annotations
 import pytest
 
 from helpers.exercises import check
+from helpers.logs import import_tensorflow
 from tools.exercises import solution_functions
 
 
 @pytest.fixture(scope="module")
 def solved():
     """The solutions learners are given, with the notebook's `tf`."""
-    from helpers.logs import import_tensorflow
-
     return solution_functions("06_out_of_memory", tf=import_tensorflow())
 
 

@@ -3,8 +3,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from PIL import Image
 
 from helpers import data, dcgan
+from helpers.params import ParameterError
 
 SCRIPTS = Path(__file__).parent / "scripts"
 
@@ -153,8 +155,6 @@ def test_the_training_loop_counts_steps_on_the_host_and_reads_losses_in_batches(
 
 
 def test_a_gif_needs_at_least_one_grid(tmp_path):
-    from helpers.params import ParameterError
-
     with pytest.raises(ParameterError, match=r"grids=\[\]: no epoch grids to animate"):
         dcgan.make_gif([], tmp_path / "progress.gif")
     assert not (tmp_path / "progress.gif").exists()
@@ -201,7 +201,6 @@ def test_history_grids_gif_and_plot(tf, tmp_path):
     grids = run.history.grids()
     assert all(g.exists() for g in grids)
     gif = dcgan.make_gif(grids, tmp_path / "progress.gif")
-    from PIL import Image
 
     assert Image.open(gif).n_frames == 2
     assert len(dcgan.plot_history(run.history.as_dict()).axes) == 2
@@ -276,8 +275,6 @@ def test_inception_score_bounds():
 
 
 def test_architecture_follows_the_image_size():
-    from helpers.params import ParameterError
-
     assert dcgan.architecture_for((28, 28, 1)) == "tutorial"
     assert dcgan.architecture_for((32, 32, 3)) == "dcgan"
     rule = dcgan.architecture_rule((32, 32, 3))

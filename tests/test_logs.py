@@ -1,3 +1,9 @@
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
 from helpers import logs
 
 
@@ -29,9 +35,6 @@ def test_import_tensorflow_returns_the_module(tf):
 def test_no_helpers_module_imports_tensorflow_or_keras_on_import():
     """Notebooks import helpers first, then TensorFlow quietly (import_tensorflow): a helpers
     module that imported TensorFlow itself would print its start-up notices into the lesson."""
-    import subprocess
-    import sys
-
     code = (
         "import importlib, pkgutil, sys, helpers\n"
         "for m in pkgutil.iter_modules(helpers.__path__):\n"
@@ -73,11 +76,6 @@ sys.stderr.write("after the block\\n")
 def _run_block(mode, wait_for=()):
     """Run a block in a fresh process whose stderr is a file; return that file's text (after
     the filter process, which outlives a dead one, has written ``wait_for``)."""
-    import subprocess
-    import sys
-    import tempfile
-    import time
-
     with tempfile.NamedTemporaryFile() as err:
         code = f"NOISE = {NOISE!r}\n{BLOCK}"
         done = subprocess.run([sys.executable, "-c", code, mode, err.name], stderr=err, timeout=120)
@@ -112,8 +110,6 @@ def test_a_process_dying_in_a_block_loses_nothing():
 
 
 def test_nested_blocks_and_the_fallback_without_a_filter_process(monkeypatch, capfd):
-    import os
-
     with logs.native_noise_filtered(), logs.native_noise_filtered():
         os.write(2, NOISE + b"kept\n")
     assert capfd.readouterr().err == "kept\n"

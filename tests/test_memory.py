@@ -1,7 +1,11 @@
+import os
+import signal
+import time
+
 import numpy as np
 import pytest
 
-from helpers import errors, out_of_memory
+from helpers import data, devices, errors, models, out_of_memory
 from helpers.errors import LateConfigurationError
 
 
@@ -101,8 +105,6 @@ def test_measurements_on_the_cpu(tf):
 
 
 def test_gpu_memory_in_use_comes_from_nvidia_smi(monkeypatch):
-    from helpers import devices
-
     monkeypatch.setattr(devices, "nvidia_smi", lambda: [{"memory_used_mib": 1234}])
     assert out_of_memory.gpu_used_mb() == 1234
     assert out_of_memory.gpu_used_mb(1) is None
@@ -111,8 +113,6 @@ def test_gpu_memory_in_use_comes_from_nvidia_smi(monkeypatch):
 
 
 def test_child_process_trainer_returns_results_and_exits(tf):
-    from helpers import data
-
     images = data.load("digits", limit=64, verbose=False)
     result = out_of_memory.train_in_child("mnist_cnn", images.x_train, images.y_train, 32, steps=2)
     assert result["exit_code"] == 0  # the process is gone, and its memory with it
@@ -135,21 +135,17 @@ def test_cpu_budget_search_uses_the_same_search(tf):
         calls.append((batch, len(x)))
         return {"step_rss_mb": batch * 1.0, "gpu_peak_mb": None}  # 1 MiB per example
 
-    import helpers.out_of_memory as m
-
-    original = m.train_in_child
-    m.train_in_child = fake_child
+    original = out_of_memory.train_in_child
+    out_of_memory.train_in_child = fake_child
     try:
         try_batch = out_of_memory.budget_trial("mnist_cnn", np.zeros((10, 2)), np.zeros(10), 40)
         result = out_of_memory.find_max_batch(try_batch, start=8, margin=1.0, multiple=1)
     finally:
-        m.train_in_child = original
+        out_of_memory.train_in_child = original
     assert result.largest_ok == 40 and calls[0] == (8, 16)  # two steps' worth of examples
 
 
 def test_estimate_grows_with_the_batch_through_activations(tf):
-    from helpers import models
-
     small, large = (out_of_memory.estimate_mb(models.mnist_cnn(), b) for b in (32, 256))
     assert small["parameters"] == large["parameters"] > 0
     assert large["activations"] == pytest.approx(8 * small["activations"])
@@ -206,8 +202,6 @@ def test_on_a_gpu_the_budget_is_the_childs_limit_and_real_ooms_count(tf, monkeyp
 
 def gone(pid: int) -> bool:
     """True when no process ``pid`` is left (psutil may not be installed)."""
-    import os
-
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -217,8 +211,6 @@ def gone(pid: int) -> bool:
 
 
 def test_a_child_killed_by_the_oom_killer_counts_as_out_of_memory_at_once():
-    import signal
-
     # timeout=300: a parent that waited for the reply instead of the process would end in
     # ChildTimeout, not in ChildOutOfMemory
     with pytest.raises(errors.ChildOutOfMemory, match="SIGKILL") as error:
@@ -227,8 +219,6 @@ def test_a_child_killed_by_the_oom_killer_counts_as_out_of_memory_at_once():
 
 
 def test_a_crashed_child_is_a_clear_error_not_an_oom():
-    import signal
-
     with pytest.raises(errors.ChildDied, match="SIGSEGV") as error:
         out_of_memory.run_in_child(signal.raise_signal, signal.SIGSEGV, timeout=300)
     assert not isinstance(error.value, MemoryError) and error.value.exitcode == -signal.SIGSEGV
@@ -239,8 +229,6 @@ def test_a_crashed_child_is_a_clear_error_not_an_oom():
 
 
 def test_a_silent_child_is_killed_at_the_timeout():
-    import time
-
     with pytest.raises(errors.ChildTimeout, match="within 1 s") as error:
         out_of_memory.run_in_child(time.sleep, 120, timeout=1)
     assert gone(error.value.pid)
@@ -254,8 +242,6 @@ def test_a_child_reports_its_result_and_exits():
 
 
 def test_the_batch_search_takes_an_oom_killed_child_for_too_big():
-    import signal
-
     def try_batch(batch):
         if batch > 16:  # the kernel's OOM killer ends the child: SIGKILL, no report
             out_of_memory.run_in_child(signal.raise_signal, signal.SIGKILL)

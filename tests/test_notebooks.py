@@ -11,6 +11,7 @@ build/test/executed, the first run's in build/test/first-pass ($COURSE_TEST_BUIL
 the repository, moves them: the other stacks use it).
 """
 
+import importlib.util
 import json
 import os
 import re
@@ -142,8 +143,6 @@ TOLERANCES = {
 def check_tpu_notebook(stem, executed):
     """A TPU notebook ran on 8 simulated devices, in a kernel without TensorFlow where this is
     the TPU stack, and its 1-versus-8 table is within :data:`TOLERANCES`."""
-    import importlib.util
-
     text = executed.read_text()
     assert "8 simulated CPU device(s)" in text, "the TPU notebooks run on 8 simulated devices"
     if STACK == "tpu":  # the kernel is this interpreter: `import tensorflow` must fail there

@@ -1,3 +1,5 @@
+import os
+
 import pytest
 
 from helpers import errors, params
@@ -112,8 +114,6 @@ def test_a_list_of_lists_is_refused_in_one_line():
 
 
 def test_a_tilde_is_refused_with_the_full_path(tmp_path, monkeypatch):
-    import os
-
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ParameterError, match=r"~ is not expanded here: give the full path \(/"):
         params.folder()("work_dir", "~/runs")

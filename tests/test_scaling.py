@@ -1,9 +1,10 @@
 import json
 import textwrap
+from types import SimpleNamespace
 
 import pytest
 
-from helpers import scale_out_profile
+from helpers import devices, scale_out_profile
 
 
 def test_replica_counts_double_up_to_the_largest():
@@ -56,10 +57,6 @@ def test_sweep_over_overlapping_device_sets_on_split_devices(tf, fresh_process):
 
 
 def test_one_gpu_is_split_into_logical_gpus_that_fit_in_its_memory(tf, monkeypatch):
-    from types import SimpleNamespace
-
-    from helpers import devices
-
     configured = []
     monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind=None: ["gpu0"])
     monkeypatch.setattr(
@@ -78,8 +75,6 @@ def test_one_gpu_is_split_into_logical_gpus_that_fit_in_its_memory(tf, monkeypat
 
 
 def test_several_gpus_are_used_as_they_are_with_memory_growth(tf, monkeypatch):
-    from types import SimpleNamespace
-
     grown = []
     monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind=None: ["gpu0", "gpu1"])
     monkeypatch.setattr(tf.config.experimental, "set_memory_growth", lambda d, on: grown.append(d))

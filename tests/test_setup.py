@@ -6,12 +6,15 @@ Each case runs the notebooks' own cells in a fresh kernel, as Colab does; ``site
 on ``PYTHONPATH`` shape what that kernel can import.
 """
 
+import importlib.metadata
+import importlib.util
 import json
 import os
 import sys
 import textwrap
 
 import pytest
+import tomllib
 
 import helpers
 from helpers import errors, logs
@@ -129,10 +132,6 @@ def fake_pip(tmp_path):
 
 
 def test_helpers_names_the_distribution_the_install_cell_looks_for():
-    import importlib.metadata
-
-    import tomllib
-
     with open(course.ROOT / "pyproject.toml", "rb") as f:
         assert tomllib.load(f)["project"]["name"] == helpers.DISTRIBUTION
     assert importlib.metadata.distribution(helpers.DISTRIBUTION).name == helpers.DISTRIBUTION
@@ -199,7 +198,6 @@ def test_setup_without_tensorflow_stops_in_one_line(tmp_path, path):
     if path.stem in logs.RUN_WITHOUT_TENSORFLOW and not course.runs_here(path.stem):
         pytest.skip(f"{path.stem}'s engine ({', '.join(course.needs(path.stem))}) is not "
                     "installed here: make tpu-unit runs this on the TPU stack")
-    import importlib.util
 
     if importlib.util.find_spec("tensorflow") is not None:  # else this is such a runtime
         write(tmp_path / "block", "sitecustomize.py", NO_TENSORFLOW)
@@ -216,8 +214,6 @@ def test_setup_without_tensorflow_stops_in_one_line(tmp_path, path):
 
 
 def test_import_tensorflow_without_tensorflow_raises_the_one_line_error(monkeypatch):
-    import importlib.util
-
     real = importlib.util.find_spec
     monkeypatch.delitem(sys.modules, "tensorflow", raising=False)  # restored after the test
     monkeypatch.setattr(

@@ -1,6 +1,7 @@
 """tools.shown: a notebook's code cells must show its lesson's calls, for real."""
 
 import pytest
+import tomllib
 
 from tools import shown
 
@@ -37,8 +38,6 @@ def test_text_entries_may_sit_in_strings_and_shell_lines():
 
 
 def test_every_notebook_has_a_list():
-    import tomllib
-
     with open(shown.SHOWN_FILE, "rb") as f:
         lists = tomllib.load(f)
     assert {p.stem for p in shown.notebook_paths()} <= set(lists)

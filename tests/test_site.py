@@ -10,6 +10,7 @@ import nbformat
 import pytest
 
 from tools import course, site
+from tools.site import SITE_MARKER, SiteError, replace
 
 # the maintainers' tools (or the package's structure): the same on every stack (see pyproject.toml)
 pytestmark = pytest.mark.tools
@@ -112,8 +113,6 @@ def test_the_instructor_notes_point_at_sections_that_exist():
 
 def test_the_site_deletes_only_folders_it_made(tmp_path):
     """`tools.site --out DIR` replaces DIR and DIR-src only where it made them."""
-    from tools.site import SITE_MARKER, SiteError, replace
-
     made = tmp_path / "site"
     made.mkdir()
     (made / SITE_MARKER).write_text("made")

@@ -235,10 +235,6 @@ def test_readme_links_follow_the_repository():
 def test_make_run_survives_a_dead_kernel_and_prints_its_summary(tmp_path, monkeypatch, capsys):
     """A kernel the OOM killer ends (here: one that kills itself) is that notebook's failure in
     the summary; the notebooks after it still run."""
-    import nbformat
-
-    from tools import run_notebooks
-
     folder = tmp_path / "notebooks"
     folder.mkdir()
     cells = {"01_dies": "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)",

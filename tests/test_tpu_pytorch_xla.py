@@ -21,7 +21,8 @@ import torch_xla.distributed.spmd as xs  # noqa: E402
 import torch_xla.runtime as xr  # noqa: E402
 
 from helpers import exercises, tpu_pytorch_xla  # noqa: E402
-from helpers.errors import RunSettingsChanged  # noqa: E402
+from helpers.errors import RunSettingsChanged, RunUnreadable  # noqa: E402
+from helpers.lessons import tpu_pytorch_xla as lesson  # noqa: E402
 from tools.exercises import solution_functions  # noqa: E402
 
 xr.use_spmd()
@@ -72,8 +73,6 @@ def test_a_later_runs_checkpoints_are_never_pruned(tmp_path):
 
 
 def test_a_run_folder_of_unreadable_checkpoints_stops_the_new_run(tmp_path):
-    from helpers.errors import RunUnreadable
-
     tpu_pytorch_xla.none_unreadable(tmp_path)  # nothing there: a new run may start
     (tmp_path / "step-0000900.pt").write_bytes(b"truncated")
     with pytest.raises(RunUnreadable, match="none could be read .*nothing was deleted"):
@@ -89,8 +88,6 @@ def test_the_old_calls_are_probed_in_this_runtime():
 
 
 def test_the_lesson_networks_make_and_score_28x28_images():
-    from helpers.lessons import tpu_pytorch_xla as lesson
-
     generator, discriminator = lesson.make_generator(), lesson.make_discriminator()
     images = generator(torch.zeros(2, 100))
     assert images.shape == (2, 1, 28, 28) and discriminator(images).shape == (2, 1)

@@ -14,6 +14,7 @@ import sys
 import pytest
 
 import helpers
+from tools import lessons
 
 #: Modules generated from a notebook's #@save cells import that notebook's engine, as the
 #: notebook does; every other module must import without TensorFlow and Keras.
@@ -67,7 +68,5 @@ def test_every_module_but_the_engines_lessons_imports_without_tensorflow_or_kera
 
 @pytest.mark.parametrize("name", sorted(NEEDS_AN_ENGINE))
 def test_the_engines_lessons_are_the_generated_ones(name):
-    from tools import lessons
-
     path = lessons.LESSONS / (name.rsplit(".", 1)[1] + ".py")
     assert path.exists() and lessons.is_generated(path)

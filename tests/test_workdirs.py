@@ -4,10 +4,12 @@ import ast
 import json
 import shutil
 import subprocess
+import sys
 
 import pytest
 
 from helpers import workdirs
+from helpers.errors import WorkFolderBusy
 from helpers.params import ParameterError, folder
 from tools import course
 
@@ -153,11 +155,6 @@ time.sleep(60)
 def test_a_folder_in_use_by_another_process_is_refused_and_kept(tmp_path):
     """Two kernels (or papermill runs) on one work folder: the second stops in one line naming
     the first, before it empties anything; once the first ends, the folder is free again."""
-    import subprocess
-    import sys
-
-    from helpers.errors import WorkFolderBusy
-
     work = workdirs.prepare(tmp_path / "work")
     (work / "ckpt-1000.index").write_text("the other run's checkpoint")
     workdirs._HELD.pop(work.resolve()).close()  # this process lets go: now it is the other one

@@ -12,11 +12,26 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
+import subprocess
 import sys
+import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
+from helpers import (
+    data,
+    data_parallel,
+    dcgan,
+    devices,
+    gpu_vs_cpu_benchmark,
+    models,
+    scale_out_profile,
+    tfdata_pipelines,
+)
+from helpers.logs import import_tensorflow, native_noise_filtered
+from helpers.timing import measure
 from tools import course
 from tools.course import BUILD, NOTEBOOKS, ROOT
 
@@ -38,8 +53,6 @@ def record(name, device, metric, value, unit, baseline=None, baseline_value=None
 
 def bench_matmul(cpu_sizes=CPU_SIZES, accelerator_sizes=ACCELERATOR_SIZES, repeats=10) -> list:
     """``matmul_fp32_vs_numpy`` on the CPU, and the roofline records on every device present."""
-    from helpers import devices, gpu_vs_cpu_benchmark
-
     kinds = devices.available_kinds(devices.list_gpus(), devices.detect_tpu())
     sweep = gpu_vs_cpu_benchmark.numpy_sweep(cpu_sizes, repeats, device=kinds["cpu"])
     for kind, name in kinds.items():
@@ -81,11 +94,8 @@ def bench_tfdata(
 ) -> list:
     """``tfdata_optimized_vs_naive`` (latency benchmark) and ``tfdata_vs_compute_bound``
     (a real model fed by the tuned TFRecord pipeline against the same steps from memory)."""
-    import tempfile
-
     import tensorflow as tf
 
-    from helpers import data, devices, models, tfdata_pipelines
     from helpers.lessons import tfdata_pipelines as lesson  # notebook 03's pipelines
 
     kinds = devices.available_kinds(devices.list_gpus(), devices.detect_tpu())
@@ -137,9 +147,7 @@ def bench_dcgan(batch_size: int = 256, repeats: int = 10) -> list:
     applies on this device, against the TF tutorial's step (same model, batch 256, same
     device, one run). Both steps and the ablation are notebook 04's own cells
     (:mod:`helpers.lessons.dcgan`)."""
-    from helpers import dcgan, devices
     from helpers.lessons import dcgan as lesson
-    from helpers.logs import native_noise_filtered
 
     kinds = devices.available_kinds(devices.list_gpus(), devices.detect_tpu())
     kind = list(kinds)[-1]
@@ -189,11 +197,6 @@ def bench_scaling(
     devices) against perfect scaling from one replica, so the ratio is the scaling efficiency;
     in a fresh process, since devices must be split before TensorFlow starts.
     ``multiworker_vs_one_worker``: two local workers against one, same global batch."""
-    import subprocess
-    import tempfile
-
-    from helpers import data, scale_out_profile
-
     args = [str(v) for v in (replicas, per_replica_batch, images, epochs)]
     done = subprocess.run(
         [sys.executable, "-c", SCALING_SWEEP, *args], capture_output=True, text=True, check=False
@@ -315,8 +318,6 @@ print(json.dumps({"images_per_s": batch / steady_state(seconds, warmup=3),
 
 def _child(code: str, args, python: str = sys.executable, timeout: int = 1200) -> dict:
     """Run ``code`` in a fresh interpreter; its last line of output, as JSON."""
-    import subprocess
-
     done = subprocess.run([python, "-c", code, *map(str, args)], capture_output=True, text=True,
                           timeout=timeout, check=False)
     if done.returncode:
@@ -336,11 +337,7 @@ def bench_keras_jax(
     """``keras_jax_vs_tf_fit``: images/s of notebook 05's classifier under ``fit``, Keras on
     JAX (a child process) against Keras on TF (this process), on the same device: the CPU, one
     device per engine, float32, same run."""
-    import os
-
     import tensorflow as tf
-
-    from helpers import data, data_parallel
 
     source = data.load("mnist", verbose=False)
     x, y, _ = data.repeat_to(source.x_train, source.y_train, images)
@@ -367,13 +364,9 @@ def bench_dcgan_engines(batch_size: int = 256, repeats: int = 10) -> list:
     step (the tutorial's networks, Adam(2e-4, 0.5), batch 256, float32) in images/s on each
     engine, one CPU device each, in one run: TensorFlow's (04's step, no XLA, the baseline),
     Keras on JAX's (08's) and PyTorch/XLA's (09's, in the TPU stack's interpreter)."""
-    import os
-
     import tensorflow as tf
 
     from helpers.lessons import dcgan as lesson
-    from helpers.logs import native_noise_filtered
-    from helpers.timing import measure
 
     device = f"CPU ({os.cpu_count()} cores), one device per engine"
     with native_noise_filtered(), tf.device("/CPU:0"):
@@ -469,7 +462,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="*", choices=sorted(BENCHMARKS))
     parser.add_argument("--light", action="store_true", help="less work per benchmark")
     args = parser.parse_args(argv)
-    from helpers.logs import import_tensorflow
 
     tf = import_tensorflow()
     records = []

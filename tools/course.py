@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import copy
 import functools
+import importlib.util
 import json
 import re
+import sys
 from pathlib import Path
 
 import nbformat
@@ -91,8 +93,6 @@ def needs(stem: str) -> tuple[str, ...]:
 
 def runs_here(stem: str) -> bool:
     """Whether this interpreter has what the notebook ``stem`` needs (nothing is imported)."""
-    import importlib.util
-
     return all(importlib.util.find_spec(name) is not None for name in needs(stem))
 
 
@@ -101,8 +101,6 @@ def kernel_for(stem: str) -> str | None:
     (:data:`TPU_KERNEL`, where TensorFlow is not installed) when this interpreter has
     TensorFlow and that kernel is registered; else this interpreter's ("python3") where it has
     the notebook's engine; None where nothing here can run it."""
-    import importlib.util
-
     if stem in TPU_NOTEBOOKS and (importlib.util.find_spec("tensorflow") is not None
                                   or not runs_here(stem)) and _registered(TPU_KERNEL):
         return TPU_KERNEL
@@ -178,8 +176,6 @@ def heaviest_first(paths: list[Path], profile: str = "test") -> list[Path]:
     docs/measured_times.json (the quick profile's where that one has none; unmeasured ones
     last, in course order). The test stages run them in this order, each sent to the first
     worker free, so that the longest starts first and the two workers finish together."""
-    import json
-
     records = ROOT / "docs" / "measured_times.json"
     measured = json.loads(records.read_text()) if records.exists() else {}
     times = measured.get(profile) or measured.get("quick", {})
@@ -188,8 +184,6 @@ def heaviest_first(paths: list[Path], profile: str = "test") -> list[Path]:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m tools.course heaviest-first FILE ...``: print them, the slowest first."""
-    import sys
-
     args = sys.argv[1:] if argv is None else argv
     if not args or args[0] != "heaviest-first":
         print("usage: python -m tools.course heaviest-first FILE ...", file=sys.stderr)

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import nbformat
 
+from helpers.exercises import load_checks
 from tools.course import BUILD, ROOT, notebook_paths, read_notebook, write_between
 
 SOLUTIONS = ROOT / "solutions"
@@ -145,8 +146,6 @@ def undefined_names(nb, index: int, solution: str) -> list[str]:
 
 def problems(paths: list[Path] | None = None) -> list[str]:
     """What is wrong with the exercises of the notebooks at ``paths`` (all by default)."""
-    from helpers.exercises import load_checks
-
     registry = load_checks()
     found: list[str] = []
     seen: set[str] = set()
@@ -202,8 +201,6 @@ def problems(paths: list[Path] | None = None) -> list[str]:
 
 def exercise_list() -> str:
     """The instructor notes' list: per notebook, each exercise with what its check catches."""
-    from helpers.exercises import load_checks
-
     registry = load_checks()
     lines = []
     for path in notebook_paths():

@@ -24,6 +24,7 @@ import re
 import subprocess
 import sys
 import time
+import xml.etree.ElementTree as ET
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -200,8 +201,6 @@ def gpu_requirements(text: str) -> str:
 
 def junit_counts(path: Path) -> dict:
     """passed / failed / skipped and the failing test ids, from pytest's ``--junitxml``."""
-    import xml.etree.ElementTree as ET
-
     counts = {"passed": 0, "failed": 0, "skipped": 0, "failures": []}
     for case in ET.parse(path).getroot().iter("testcase"):
         outcome = {child.tag for child in case}
@@ -361,7 +360,8 @@ def run_bench(python: Path, out: Path, check: Check, only, light: bool, budget) 
 
 def detect_gpus() -> list[dict]:
     sys.path.insert(0, str(ROOT))
-    from helpers.devices import nvidia_smi  # stdlib only: no TensorFlow here
+    # stdlib only, no TensorFlow; imported here, where the course's root is on the path
+    from helpers.devices import nvidia_smi  # noqa: PLC0415  (this module imports stdlib only)
 
     return nvidia_smi()
 
@@ -393,7 +393,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  environment: {stage.status} in {stage.seconds:.0f} s", flush=True)
     full = args.full or mode == "gpu"
     if stage.status == "passed":
-        from tools.course import stack_notebooks
+        from tools.course import stack_notebooks  # noqa: PLC0415  (needs nbformat; see the docstring)
 
         # the TensorFlow notebooks: 08 and 09 are TPU lessons, run by `make test` on the TPU stack
         names = [p.stem for p in stack_notebooks("pinned")] if full else CPU_NOTEBOOKS

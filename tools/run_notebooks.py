@@ -20,6 +20,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import nbformat
+from jupyter_core.utils import run_sync
 from nbval.plugin import (
     IPyNbCell,
     coalesce_streams,
@@ -27,10 +28,13 @@ from nbval.plugin import (
     find_metadata_tags,
     nocolors,
 )
+from traitlets import Integer, List, Unicode
 
 from helpers.devices import DEVICE_MIME  # the record helpers.devices.announce leaves
+from helpers.display import Table
 from helpers.exercises import EXERCISE_MIME  # the records the exercises' checks leave
 from tools.course import BUILD, TPU_KERNEL, kernel_for, notebook_paths, parameters_for
+from tools.exercises import write_solutions
 
 
 @dataclass
@@ -60,12 +64,10 @@ ENGINE = "course_repeat"  # the papermill engine that runs every cell ``passes``
 def _register_engine() -> None:
     """A papermill engine that runs all cells ``passes`` times in one kernel (stopping at
     the first failure), so that "Run all" twice is tested on the same execution."""
-    from jupyter_core.utils import run_sync
     from papermill.clientwrap import PapermillNotebookClient
     from papermill.engines import NBClientEngine, papermill_engines
     from papermill.log import logger
     from papermill.utils import merge_kwargs, remove_args
-    from traitlets import Integer, List, Unicode
 
     class RepeatingClient(PapermillNotebookClient):
         passes = Integer(1).tag(config=True)
@@ -222,8 +224,6 @@ def execute(
     none. Each one's error lands in ``RunResult.validations``."""
     import papermill
 
-    from tools.exercises import write_solutions
-
     _register_engine()
 
     executed = build / "executed" / path.name
@@ -350,8 +350,6 @@ def render_html(executed: Path, html_dir: Path) -> Path:
 
 
 def summary(results: list[RunResult], root: Path) -> str:
-    from helpers.display import Table
-
     rows = []
     for r in results:
         where = r.executed.relative_to(root) if r.executed.is_relative_to(root) else r.executed

@@ -20,9 +20,12 @@ import sys
 import time
 from pathlib import Path
 
+import nbformat
+
 from helpers.devices import DEVICE_MIME
 from helpers.exercises import EXERCISE_MIME
 from tools.course import BUILD, ROOT, notebook_paths, settings
+from tools.run_notebooks import first_error
 
 CONF_DIR = ROOT / "docs" / "site"
 README = ROOT / "README.md"
@@ -92,10 +95,6 @@ def home_page(readme: str, notebooks: list[Path], pages: list[Path], **repo) -> 
 def stage(executed: Path, source: Path, notebooks: list[Path] | None = None) -> list[str]:
     """Fill ``source`` (emptied first) with the site's pages; returns notices worth a line
     (executed copies older than their notebook, or stopped by an error)."""
-    import nbformat
-
-    from tools.run_notebooks import first_error
-
     notebooks = notebook_paths() if notebooks is None else notebooks
     if missing := missing_notebooks(executed, notebooks):
         which = "notebooks" if len(missing) == len(notebooks) else ", ".join(missing)

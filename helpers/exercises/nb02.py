@@ -12,6 +12,8 @@ import contextlib
 import numbers
 import time
 
+import numpy as np
+
 from helpers.exercises import exercise, require
 
 TRACE_S = 0.2  # the fake function's first call: tracing, on the host
@@ -60,8 +62,6 @@ class _Queued:
         return float(self.numpy())
 
     def __array__(self, dtype=None, copy=None):
-        import numpy as np
-
         return np.asarray(self.numpy(), dtype=dtype)
 
     def __repr__(self):
@@ -229,8 +229,6 @@ class _Loss:
         return float(self.numpy())
 
     def __array__(self, dtype=None, copy=None):
-        import numpy as np
-
         return np.asarray(self.numpy(), dtype=dtype)
 
     def __repr__(self):

@@ -11,6 +11,8 @@ import re
 import tempfile
 from pathlib import Path
 
+import numpy as np
+
 from helpers.exercises import exercise, require
 
 # Dataset ops that only carry settings (with_options and the like): not steps of the chain.
@@ -53,7 +55,6 @@ _N, _BATCH, _SHAPE = 20, 6, (2, 2, 1)
 def _records():
     """A dataset of serialised ``tf.train.Example``s (an image and its label), and its
     ``decode`` and ``augment``, as the notebook writes them."""
-    import numpy as np
     import tensorflow as tf
 
     def example(i):
@@ -77,8 +78,6 @@ def _records():
 
 def _one_epoch(ds) -> tuple[list[int], list[int], str | None]:
     """Batch sizes and labels of one epoch, or what is wrong with its elements."""
-    import numpy as np
-
     sizes, labels = [], []
     for element in ds.take(3 * _N):
         if not (isinstance(element, tuple) and len(element) == 2):
@@ -151,7 +150,6 @@ _READABLE = [0, 1, 4]
 
 
 def _write_files(directory: Path) -> list[str]:
-    import numpy as np
     import tensorflow as tf
 
     for name, label in _LABELS.items():
@@ -170,7 +168,6 @@ def _write_files(directory: Path) -> list[str]:
           right="The readable images arrive with their labels; the two broken files are "
                 "skipped, and the epoch goes on.")
 def load_images(build) -> str | None:
-    import numpy as np
     import tensorflow as tf
 
     with tempfile.TemporaryDirectory() as folder:  # made here, removed here
@@ -210,7 +207,6 @@ _ROWS, _EPOCH_BATCH = 10, 4
           right="One shuffled epoch: every example once, images with their labels, a new order "
                 "each epoch, and the batches stay where the data lives.")
 def device_epoch(batches) -> str | None:
-    import numpy as np
     import tensorflow as tf
 
     device = "/CPU:0"

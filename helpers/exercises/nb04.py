@@ -8,7 +8,10 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import numpy as np
+
 from helpers.exercises import exercise, placeholder, require
+from helpers.logs import native_noise_filtered
 
 # The check's loss, mean(prediction * y) with y = TINY: its gradient, TINY * mean(x), is below
 # float16's smallest number (about 6e-8), so a float16 model's gradients are exactly zero
@@ -26,10 +29,7 @@ INPUTS = [[1.0, 2.0, 3.0, 4.0]] * 8
                 "back down in `apply`: the weights moved by the right amount.")
 def float16_step(make_optimizer, step) -> str | None:
     import keras
-    import numpy as np
     import tensorflow as tf
-
-    from helpers.logs import native_noise_filtered
 
     inner = keras.optimizers.SGD(learning_rate=1.0)  # plain SGD: the update is -gradient
     optimizer = make_optimizer(inner)
@@ -70,7 +70,6 @@ def float16_step(make_optimizer, step) -> str | None:
 
 
 def _resume_problem(resume, directory: Path) -> str | None:
-    import numpy as np
     import tensorflow as tf
 
     def fresh():
@@ -147,8 +146,6 @@ class _Loss:
         return self.value
 
     def numpy(self):
-        import numpy as np
-
         return np.float32(self._read())
 
     def __float__(self):

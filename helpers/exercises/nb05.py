@@ -6,6 +6,8 @@ numpy inputs stand in for each replica's share of a global batch.
 
 from __future__ import annotations
 
+import numpy as np
+
 from helpers.exercises import exercise, require
 
 
@@ -24,8 +26,6 @@ def _shards(values, sizes):
           right="Summed over the replicas, as the gradient all-reduce sums them, the losses make "
                 "the global batch's mean on 1, 4 or 8 replicas, even with a short last batch.")
 def replica_loss(fn) -> str | None:
-    import numpy as np
-
     losses = np.random.default_rng(5).uniform(0.1, 3.0, 64).astype("float32")
     cases = [("1 replica", [64], 64), ("4 replicas", [16] * 4, 64), ("8 replicas", [8] * 8, 64),
              ("4 replicas sharing a short last batch of 10 (3, 3, 2 and 2 examples)",

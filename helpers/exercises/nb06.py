@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from helpers.exercises import exercise, require
 
 
@@ -65,8 +67,6 @@ def largest_batch(fn) -> str | None:
 
 def _accumulation_case():
     """A tiny Dense model's weights, eight micro-batches of 4 examples, and its loss."""
-    import numpy as np
-
     rng = np.random.default_rng(6)
     x = rng.normal(size=(32, 5)).astype("float32")
     y = rng.integers(0, 3, size=32)
@@ -117,8 +117,6 @@ def train_accumulated(fn) -> str | None:
 
 
 def _check_accumulated(tf, fn) -> str | None:
-    import numpy as np
-
     x, y, weights = _accumulation_case()
     k, micro = 4, 4  # 8 micro-batches of 4: two updates, each from 16 examples
     model = _model(tf, weights)

@@ -8,6 +8,8 @@ checks of all of them).
 
 from __future__ import annotations
 
+import numpy as np
+
 from helpers.exercises import exercise, require
 
 
@@ -34,7 +36,6 @@ def _small_classifier(keras, seed: int):
                 "statistics and optimizer state that Keras's own train_on_batch gives.")
 def classifier_step(fn) -> str | None:
     import keras
-    import numpy as np
 
     if keras.backend.backend() != "jax":
         return "This check needs Keras on JAX (run the notebook from its first cell)."
@@ -86,7 +87,6 @@ def classifier_step(fn) -> str | None:
                 "non-overlapping share of the rows: what `fit` and `distribute_tensor` do.")
 def split_batch(fn, devices=None) -> str | None:
     import jax
-    import numpy as np
 
     devices = list(devices or jax.devices())
     cases = [devices, devices[:2], devices[:1]] if len(devices) > 2 else [devices]

@@ -8,7 +8,10 @@ of all of them).
 
 from __future__ import annotations
 
+import ast
+import inspect
 import tempfile
+import textwrap
 from pathlib import Path
 
 from helpers.exercises import exercise, require
@@ -99,10 +102,6 @@ def save_checkpoint(fn, device=None) -> str | None:
 
 def _untouched(fn) -> bool:
     """Whether ``fn``'s body is still the exercise's placeholder: a docstring and ``...``."""
-    import ast
-    import inspect
-    import textwrap
-
     try:
         body = ast.parse(textwrap.dedent(inspect.getsource(fn))).body[0].body
     except (OSError, TypeError, SyntaxError, IndexError, AttributeError):

@@ -202,10 +202,11 @@ def train(run, make_batches, epochs, steps_per_epoch, every=200, read_back=20, s
     return step
 
 
+from helpers import data
+
+
 def child_main(settings, die_at_step):
     """The run, in a process of its own, until it kills itself before step `die_at_step`."""
-    from helpers import data, dcgan
-
     s = settings
     images = data.load(s["dataset"], limit=s["max_images"], verbose=False)
     scorer = dcgan.Scorer(images.x_train, images.y_train, images.x_test,
