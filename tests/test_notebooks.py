@@ -153,9 +153,10 @@ def check_tpu_notebook(stem, executed):
 
 
 def check_replicas(executed):
-    """Notebook 05's own 1-versus-8 table: with synchronized batch norm 8 replicas make the
-    update 1 makes (to float32 rounding); with per-replica batch norm they drift, by far more;
-    and ``fit`` says it fell back from ``steps_per_execution`` under 8 replicas."""
+    """Notebook 05's own 1-versus-N table (N = 2 in the test profile): with synchronized batch
+    norm N replicas make the update 1 makes (to float32 rounding); with per-replica batch norm
+    they drift, by far more; and ``fit`` says it fell back from ``steps_per_execution`` under
+    N replicas."""
     text = executed.read_text()
     synced, plain = table_row(executed, "synchronized"), table_row(executed, "per replica")
     assert synced[0] < 1e-4 and synced[1] < 1e-4, f"synchronized: {synced}"
