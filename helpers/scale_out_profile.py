@@ -7,7 +7,8 @@ Real GPUs where there are several; one GPU split into logical GPUs; or the CPU s
 logical devices. Split devices share the same hardware, so they show the cost of replication
 (copies, all-reduces), not a speedup: the notebook says which case ran.
 
-Plumbing for notebook 07's workers: ``MultiWorkerMirroredStrategy`` over loopback.
+Plumbing for notebook 07's workers: ``MultiWorkerMirroredStrategy`` at loopback addresses
+(TensorFlow's gRPC server still listens on every interface; the notebook says so).
 
 The worker itself (``TF_CONFIG`` read, the strategy, the data set, the custom loop with
 ``strategy.run``, the chief's checkpoints) is written out in notebook 07's ``%%writefile`` cells,
