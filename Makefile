@@ -23,7 +23,8 @@ NOTEBOOK_SPLIT := -n 2 --dist load --maxschedchunk 1
 # Python's bytecode caches, in build/pycache (PYTHONPYCACHEPREFIX: nothing is written beside
 # the sources, in the repository or in the environments), even where PYTHONDONTWRITEBYTECODE is
 # set, as on machines that keep no caches: without them every process compiles each module it
-# imports again, and `import tensorflow` took 19 s here instead of 9. `make clean` removes them.
+# imports again: `import tensorflow, keras` took 19 s here, 6 to 9 s with them. `make clean`
+# removes them.
 export PYTHONDONTWRITEBYTECODE :=
 export PYTHONPYCACHEPREFIX := $(abspath build/pycache)
 # The tests never reach for the network: data sets fall back to bundled data.
