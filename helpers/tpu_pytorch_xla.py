@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 
 from helpers.data_parallel import batch_rule, largest_difference
-from helpers.errors import RunSettingsChanged, RunUnreadable
+from helpers.errors import RunUnreadable
+from helpers.workdirs import same_settings
 
 __all__ = [
     "batch_rule", "checkpoints", "comparison_rows", "describe", "keep_newest",
@@ -71,19 +72,6 @@ def none_unreadable(run: Path) -> None:
             f"{run} holds {len(found)} checkpoint(s) and none could be read (newest: "
             f"{found[-1].name}); nothing was deleted. Use another run_dir for a new run, or "
             "fresh_start=True to replace them."
-        )
-
-
-def same_settings(saved: dict, now: dict, path: Path) -> None:
-    """Raise :class:`RunSettingsChanged` (one line, nothing deleted) if the run in
-    ``path``'s folder was made with other settings than ``now``."""
-    changed = {k: (saved.get(k), v) for k, v in now.items() if saved.get(k) != v}
-    if changed:
-        what = ", ".join(f"{k} was {old!r}, now {new!r}" for k, (old, new) in changed.items())
-        raise RunSettingsChanged(
-            f"{path.parent} holds a run made with other settings ({what}); nothing was "
-            "deleted. Use the same settings to resume it, another run_dir for a new run, or "
-            "fresh_start=True to replace it."
         )
 
 

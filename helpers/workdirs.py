@@ -17,20 +17,27 @@ git), so running a notebook in place leaves ``git status`` clean.
 empties anything: a second kernel or papermill run on the same folder stops with one line
 naming the process that holds it (:class:`~helpers.errors.WorkFolderBusy`), and nothing is
 deleted. The same process preparing its folder again ("Run all" twice) keeps its lock.
+
+A run that resumes from its folder (04's ``run_dir``) records the settings that shape what its
+checkpoints hold in :data:`RUN_FILE` when it starts (:func:`same_run`). A re-run with other
+values stops with one line naming what changed and what to do
+(:class:`~helpers.errors.RunSettingsChanged`): nothing is loaded, nothing is deleted.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
 from pathlib import Path
 
-from helpers.errors import WorkFolderBusy, invalid
+from helpers.errors import RunSettingsChanged, WorkFolderBusy, invalid
 
 ROOT = "course_runs"
 COLAB_DRIVE = "/content/drive/MyDrive"  # where 04's run_dir goes with use_drive=True
 MARKER = ".course_work_folder"
+RUN_FILE = "run.json"  # a resumable run's settings (see same_run)
 LOCK = ".course_work_folder.lock"  # locked while a process uses the folder; never deleted
 #: folder (resolved) -> the open file whose lock this process holds
 _HELD: dict[Path, object] = {}
@@ -152,3 +159,48 @@ def lock(path) -> bool:
     handle.flush()
     _HELD[key] = handle
     return True
+
+
+def same_settings(saved: dict, now: dict, where) -> None:
+    """Raise :class:`~helpers.errors.RunSettingsChanged` (one line, nothing deleted) if the run
+    in folder ``where`` was made with other settings than ``now``; the line names each change and
+    how to resume (the saved values), start anew (another ``run_dir``) or replace the run."""
+    changed = {k: (saved.get(k), v) for k, v in now.items() if saved.get(k) != v}
+    if changed:
+        what = ", ".join(f"{k} was {old!r}, now {new!r}" for k, (old, new) in changed.items())
+        back = ", ".join(f"{k}={old!r}" for k, (old, _) in changed.items())
+        raise RunSettingsChanged(
+            f"{where} holds a run made with other settings ({what}); nothing was loaded and "
+            f"nothing was deleted. Resume it with the same settings ({back}), use another run_dir "
+            "for a new run, or fresh_start=True to replace it."
+        )
+
+
+def same_run(path, settings: dict) -> bool:
+    """Check that ``settings`` are those of the run in folder ``path``; True when there is one.
+
+    A new run writes them to ``path/``:data:`RUN_FILE` (atomically). A folder with a run of other
+    settings, with files but no record of their settings, or with an unreadable record raises
+    :class:`~helpers.errors.RunSettingsChanged`, before anything is loaded or deleted."""
+    path = Path(path)
+    record = path / RUN_FILE
+    if record.is_file():
+        try:
+            saved = json.loads(record.read_text())
+        except (OSError, ValueError) as error:
+            raise RunSettingsChanged(
+                f"{record} could not be read ({error}): the settings of the run in {path} are "
+                "unknown; nothing was deleted. Use another run_dir for a new run, or "
+                "fresh_start=True to replace it.") from None
+        same_settings(saved, settings, path)
+        return True
+    others = sorted(p.name for p in path.iterdir() if p.name not in (MARKER, LOCK))
+    if others:
+        raise RunSettingsChanged(
+            f"{path} holds files ({', '.join(others[:3])}) but no {RUN_FILE}, so the settings "
+            "they were made with are unknown (an older version of the course?); nothing was "
+            "deleted. Use another run_dir for a new run, or fresh_start=True to replace them.")
+    partial = record.with_name(RUN_FILE + ".partial")
+    partial.write_text(json.dumps(settings, indent=1, sort_keys=True) + "\n")
+    os.replace(partial, record)  # whole, or not there at all
+    return False

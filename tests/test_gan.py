@@ -6,6 +6,7 @@ import pytest
 from PIL import Image
 
 from helpers import data, dcgan
+from helpers.errors import RunSettingsChanged, RunUnreadable
 from helpers.params import ParameterError
 
 SCRIPTS = Path(__file__).parent / "scripts"
@@ -175,19 +176,62 @@ def test_killed_and_resumed_run_ends_with_the_same_weights(tmp_path, fresh_proce
         np.testing.assert_array_equal(straight[key], resumed[key], err_msg=key)
 
 
-def test_a_corrupt_latest_checkpoint_falls_back_to_the_one_before(tf, tmp_path, capsys):
+def saved(run):
+    return [Path(p).name for p in run.manager.checkpoints]
+
+
+def damage(checkpoint):
+    for part in Path(checkpoint).parent.glob(Path(checkpoint).name + ".data-*"):
+        part.write_bytes(b"\0" * 64)
+
+
+def test_a_corrupt_latest_checkpoint_falls_back_and_no_good_one_is_pruned(tf, tmp_path, capsys):
     from helpers.lessons import dcgan as lesson
 
     images = data.load("digits", limit=64, verbose=False)
     run = lesson_run(tmp_path)
     lesson.train(run, dcgan.epoch_batches(images.x_train, 16), 1, 3, every=1)
-    latest = Path(run.manager.latest_checkpoint)
-    for part in latest.parent.glob(latest.name + ".data-*"):
-        part.write_bytes(b"\0" * 64)
+    assert saved(run) == ["ckpt-1", "ckpt-2", "ckpt-3"]
+    damage(run.manager.latest_checkpoint)
     capsys.readouterr()
     resumed = lesson_run(tmp_path)
     assert "ckpt-3 could not be read" in capsys.readouterr().out
     assert int(resumed.step) == 2 and resumed.history.losses[-1][0] == 2
+    lesson.train(resumed, dcgan.epoch_batches(images.x_train, 16), 2, 3, every=1)
+    names = {p.name.split(".")[0] for p in (tmp_path / "checkpoints").glob("ckpt-*.index")}
+    assert names == {f"ckpt-{n}" for n in range(1, 7)}, "the good ckpt-1 and ckpt-2 were kept"
+    again = lesson_run(tmp_path)  # the next session resumes from the newest, and prunes again
+    assert int(again.step) == 6 and again.manager._max_to_keep == 3
+
+
+def test_a_checkpoint_of_other_settings_stops_the_run_and_all_survive(tf, tmp_path):
+    """The second line of defence behind run.json (helpers.workdirs.same_run): a checkpoint
+    that reads but holds other variables is another run's, never "corrupt"."""
+    from helpers.lessons import dcgan as lesson
+
+    images = data.load("digits", limit=64, verbose=False)
+    run = lesson_run(tmp_path, policy="mixed_float16")  # a GPU session's run
+    lesson.train(run, dcgan.epoch_batches(images.x_train, 16), 1, 3, every=1)
+    before = {p.name: p.read_bytes() for p in (tmp_path / "checkpoints").iterdir()}
+    with pytest.raises(RunSettingsChanged, match="ckpt-3 holds other variables .*nothing was "
+                                                 "deleted"):
+        lesson_run(tmp_path, policy="float32")  # back on a CPU: no loss scale
+    after = {p.name: p.read_bytes() for p in (tmp_path / "checkpoints").iterdir()}
+    assert after == before
+
+
+def test_a_run_whose_checkpoints_are_all_unreadable_stops(tf, tmp_path):
+    from helpers.lessons import dcgan as lesson
+
+    images = data.load("digits", limit=64, verbose=False)
+    run = lesson_run(tmp_path)
+    lesson.train(run, dcgan.epoch_batches(images.x_train, 16), 1, 2, every=1)
+    for checkpoint in run.manager.checkpoints:
+        damage(checkpoint)
+    with pytest.raises(RunUnreadable, match="no checkpoint in .* could be read; nothing was"):
+        lesson_run(tmp_path)
+    indexes = sorted(p.name for p in (tmp_path / "checkpoints").glob("ckpt-*.index"))
+    assert indexes == ["ckpt-1.index", "ckpt-2.index"]
 
 
 def test_history_grids_gif_and_plot(tf, tmp_path):

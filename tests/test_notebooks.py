@@ -19,6 +19,7 @@ import re
 import nbformat
 import pytest
 
+from helpers import workdirs
 from tools import course, exercises, run_notebooks
 
 pytestmark = pytest.mark.notebooks
@@ -195,3 +196,29 @@ def check_invalid_values(results, cases, users):
         or r["traceback"] != [r["error"]]
     ]
     assert not wrong, "not refused with one line: " + "; ".join(wrong)
+
+
+@pytest.mark.skipif(STACK != "pinned" or not any(p.stem == "04_dcgan" for p in NOTEBOOKS),
+                    reason="plain Python before any restore: the pinned stack proves it")
+def test_04_resumed_with_another_precision_stops_and_keeps_every_checkpoint(tmp_path):
+    """A GPU session's run, re-run in the same run_dir where precision="auto" would pick
+    another policy (a CPU runtime after the GPU quota ran out): the re-run stops in one line
+    naming the change, and the first run's files all survive, byte for byte."""
+    path = course.NOTEBOOKS / "04_dcgan.ipynb"
+    run_dir = tmp_path / "run"
+    params = {**course.parameters_for(path.stem, "test"), "run_dir": str(run_dir),
+              "precision": "mixed_bfloat16", "epochs": 1, "checkpoint_every": 1}
+    first = run_notebooks.execute(path, tmp_path / "first", params)
+    assert first.status == "passed", f"cell {first.error_cell}: {first.error}"
+
+    def files_of_the_run():  # all but the lock, which names the process using the folder
+        return {p: p.read_bytes() for p in run_dir.rglob("*")
+                if p.is_file() and p.name != workdirs.LOCK}
+
+    files = files_of_the_run()
+    assert len([p for p in files if p.name.endswith(".index")]) == 3, "three checkpoints kept"
+    second = run_notebooks.execute(path, tmp_path / "second", {**params, "precision": "float32"})
+    assert second.status == "failed"
+    assert second.error.startswith("RunSettingsChanged: ") and "\n" not in second.error
+    assert "precision was 'mixed_bfloat16', now 'float32'" in second.error, second.error
+    assert files_of_the_run() == files

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from helpers import workdirs
-from helpers.errors import WorkFolderBusy
+from helpers.errors import RunSettingsChanged, WorkFolderBusy
 from helpers.params import ParameterError, folder
 from tools import course
 
@@ -176,3 +176,38 @@ def test_the_same_process_keeps_its_lock_when_it_runs_again(tmp_path):
     work = workdirs.prepare(tmp_path / "work")
     assert workdirs.prepare(work) == work  # "Run all" twice in one kernel
     assert workdirs.lock(work) is True
+
+
+RECORDED = dict(dataset="mnist", batch_size=256, precision="mixed_float16")
+
+
+def test_a_run_records_its_settings_and_resumes_only_with_the_same(tmp_path):
+    run = workdirs.prepare(tmp_path / "run", "run_dir", fresh=False)
+    assert workdirs.same_run(run, RECORDED) is False  # a new run: recorded
+    assert json.loads((run / workdirs.RUN_FILE).read_text()) == RECORDED
+    (run / "checkpoints").mkdir()
+    (run / "checkpoints" / "ckpt-1000.index").write_bytes(b"three hours")
+    assert workdirs.same_run(run, dict(RECORDED)) is True  # the same settings: resumed
+    on_a_cpu = {**RECORDED, "precision": "float32"}
+    with pytest.raises(RunSettingsChanged) as refused:
+        workdirs.same_run(run, on_a_cpu)
+    message = str(refused.value)
+    assert "precision was 'mixed_float16', now 'float32'" in message and "\n" not in message
+    assert "precision='mixed_float16'" in message and "fresh_start=True" in message
+    assert "another run_dir" in message and "nothing was deleted" in message
+    assert (run / "checkpoints" / "ckpt-1000.index").read_bytes() == b"three hours"
+    assert json.loads((run / workdirs.RUN_FILE).read_text()) == RECORDED  # not overwritten
+    fresh = workdirs.prepare(run, "run_dir", fresh=True)  # fresh_start=True: replaced
+    assert workdirs.same_run(fresh, on_a_cpu) is False
+
+
+def test_a_run_without_a_readable_record_of_its_settings_is_refused(tmp_path):
+    run = workdirs.prepare(tmp_path / "run", "run_dir", fresh=False)
+    (run / "checkpoints").mkdir()  # an older version's run: files, no run.json
+    with pytest.raises(RunSettingsChanged, match=r"holds files \(checkpoints\) but no run\.json"):
+        workdirs.same_run(run, RECORDED)
+    assert not (run / workdirs.RUN_FILE).exists()
+    (run / workdirs.RUN_FILE).write_text('{"dataset": "mni')  # cut short
+    with pytest.raises(RunSettingsChanged, match="run.json could not be read"):
+        workdirs.same_run(run, RECORDED)
+    assert (run / workdirs.RUN_FILE).read_text() == '{"dataset": "mni'

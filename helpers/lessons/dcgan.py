@@ -144,23 +144,35 @@ def make_checkpoint(directory, step, rng, keep=3, **parts):
     return tf.train.CheckpointManager(checkpoint, str(directory), max_to_keep=keep)
 
 
+from helpers.errors import RunSettingsChanged, RunUnreadable  # errors shown as one line
+
+OTHER_VARIABLES = (tf.errors.InvalidArgumentError, ValueError, AssertionError)  # not damage
+
+
 def restore(manager):
-    """Restore the newest checkpoint that loads (if it is corrupt, the one before); its step."""
+    """Restore the newest checkpoint that loads; its step. An unreadable one is skipped for the
+    one before; one that holds other variables (another run's) stops, deleting nothing."""
     for path in reversed(manager.checkpoints):
         try:
             manager.checkpoint.restore(path).assert_existing_objects_matched()
-        except Exception as error:  # DataLossError, NotFoundError, ValueError...
+        except OTHER_VARIABLES as error:  # other shapes or objects: made with other settings
+            raise RunSettingsChanged(f"{path} holds other variables than this run's ({error!s:.80})"
+                                     "; nothing was deleted: use another run_dir") from None
+        except Exception as error:  # truncated, garbled or missing: try the one before
             print(f"WARNING: {Path(path).name} could not be read ({type(error).__name__})")
             continue
         print(f"Resumed from {Path(path).name} at step {int(manager.checkpoint.step)}.")
         return int(manager.checkpoint.step)
+    if manager.checkpoints:  # none readable: a new run here would prune them all
+        raise RunUnreadable(f"no checkpoint in {manager.directory} could be read; nothing was "
+                            "deleted: use another run_dir, or fresh_start=True to replace them")
     print("No checkpoint to resume from: a new run.")
     return 0
 
 
 def save(run, step):
     run.step.assign(step)  # the host's count, into the checkpointed variable
-    run.manager.save(checkpoint_number=step)
+    run.manager.save(checkpoint_number=step)  # then prunes the oldest beyond max_to_keep
     run.history.save()
 
 
@@ -175,6 +187,9 @@ def start_run(settings, shape, scorer=None):
                               g_opt=g_opt, d_opt=d_opt)
     history = dcgan.History(s["directory"], scorer=scorer)  # losses, grids, scores
     history.load(restore(manager))
+    if manager.checkpoints and int(step) < int(manager.latest_checkpoint.rsplit("-", 1)[1]):
+        # a newer one was unreadable: max_to_keep None prunes none, so the good ones stay
+        manager = tf.train.CheckpointManager(manager.checkpoint, manager.directory, None)
     train_step = make_train_step(generator, discriminator, g_opt, d_opt, rng,
                                  s["d_steps"], jit_compile=s["xla"])
     return SimpleNamespace(train_step=train_step, manager=manager, history=history,
