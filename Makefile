@@ -85,7 +85,7 @@ help:
 	@echo "make clean-notebooks           strip outputs, normalise metadata and URLs"
 	@echo "make solutions                 the notebooks with their exercises solved, in build/solutions"
 	@echo "make lessons                   copy the notebooks' #@save cells into helpers/lessons"
-	@echo "make set-repo REPO=owner/name [BRANCH=main]  point badges and installs elsewhere"
+	@echo "make set-repo REPO=owner/name [REF=v0.1.0]  point badges and installs at a release"
 
 $(UV):
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -261,8 +261,8 @@ clean-notebooks: $(STAMP)
 	$(BIN)/python -m tools.nbclean
 
 set-repo: $(STAMP)
-	@test -n "$(REPO)" || (echo "usage: make set-repo REPO=owner/name [BRANCH=main]" && exit 2)
-	$(BIN)/python -m tools.set_repo "$(REPO)" "$(or $(BRANCH),main)"
+	@test -n "$(REPO)" || (echo "usage: make set-repo REPO=owner/name [REF=vX.Y.Z or a commit]" && exit 2)
+	$(BIN)/python -m tools.set_repo "$(REPO)" $(REF)
 	$(BIN)/python -m tools.nbclean
 
 clean:

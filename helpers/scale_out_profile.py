@@ -44,11 +44,13 @@ from __future__ import annotations
 import atexit
 import collections
 import dataclasses
+import ipaddress
 import json
 import os
 import re
 import signal
 import socket
+import struct
 import threading
 import time
 from pathlib import Path
@@ -58,7 +60,7 @@ import numpy as np
 from helpers import devices, processes
 from helpers.data_parallel import fit_classifier
 from helpers.devices import split_cpu
-from helpers.errors import LateConfigurationError, too_late
+from helpers.errors import LateConfigurationError, invalid, too_late
 from helpers.models import replica_classifier
 from helpers.timing import steady_state
 
@@ -236,6 +238,98 @@ class ClusterResult:
         return self.losses[max(self.losses)]
 
 
+def outside_addresses() -> list[str]:
+    """This machine's addresses that are not loopback: where others may reach its ports (IPv4
+    from each interface, IPv6 from /proc/net/if_inet6; an interface whose address cannot be
+    read counts by its name)."""
+    import fcntl  # POSIX only, as in helpers.workdirs
+
+    found = set()
+    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        for _, name in socket.if_nameindex():
+            try:  # SIOCGIFADDR: the interface's IPv4 address
+                request = struct.pack("256s", name[:15].encode())
+                packed = fcntl.ioctl(probe.fileno(), 0x8915, request)
+                found.add(socket.inet_ntoa(packed[20:24]))
+            except OSError:  # no IPv4 address (or not Linux)
+                if name != "lo" and not Path("/proc/net/if_inet6").exists():
+                    found.add(name)
+    finally:
+        probe.close()
+    try:
+        lines = Path("/proc/net/if_inet6").read_text().splitlines()
+    except OSError:
+        lines = []
+    found.update(str(ipaddress.ip_address(bytes.fromhex(line.split()[0]))) for line in lines)
+    return sorted(a for a in found if not _is_loopback(a))
+
+
+def _is_loopback(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:  # an interface's name: not loopback unless it is lo
+        return address == "lo"
+
+
+#: Why local workers can be reached from outside at all (notebook 07 says it in prose too)
+LISTENS_EVERYWHERE = (
+    "TensorFlow's workers listen on every interface whatever host TF_CONFIG names, and take "
+    "operations that read and write files from whoever reaches their ports"
+)
+
+
+def exposure(open_ports: bool, platform: str | None = None, outside=None) -> str:
+    """Who can reach the workers' ports here, as a sentence; a
+    :class:`~helpers.errors.ParameterError` for ``open_ports`` when others could and it was not
+    accepted. Only loopback interfaces, or a Colab or Kaggle VM (which accept no connections
+    from outside), need nothing; any other machine needs ``open_ports=True``."""
+    outside = outside_addresses() if outside is None else outside
+    platform = platform or devices.detect_platform()
+    if not outside:
+        return "This machine has loopback interfaces only: no other machine reaches the workers."
+    if platform in ("colab", "kaggle"):
+        return (f"{LISTENS_EVERYWHERE}; this {platform.title()} VM accepts no connections from "
+                "outside, so only it reaches them.")
+    shown = ", ".join(outside[:3]) + (", ..." if len(outside) > 3 else "")
+    if open_ports:
+        return (f"{LISTENS_EVERYWHERE} ({shown} here): open_ports=True accepts that; keep others "
+                "out with a firewall while they run.")
+    raise invalid("open_ports", open_ports, f"{LISTENS_EVERYWHERE}, and this machine can be "
+                  f"reached at {shown}: run the notebook on Colab or Kaggle, or set it to True "
+                  "once a firewall keeps others out")
+
+
+def exposure_rule(name: str, value: object) -> object:
+    """A :mod:`helpers.params` rule for ``open_ports``: see :func:`exposure`."""
+    exposure(value)
+    return value
+
+
+def listening_beyond_loopback(ports) -> list[str]:
+    """The sockets of ``ports`` that listen on an address other than loopback (``0.0.0.0`` and
+    ``::`` included), as ``address:port``, read from /proc/net/tcp and tcp6 (Linux)."""
+    found = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            local, state = line.split()[1], line.split()[3]
+            host, port = local.split(":")
+            if state != "0A" or int(port, 16) not in ports:  # 0A: LISTEN
+                continue
+            raw = bytes.fromhex(host)  # little-endian 32-bit words
+            raw = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+            address = ipaddress.ip_address(raw)
+            if address.version == 6 and address.ipv4_mapped:
+                address = address.ipv4_mapped
+            if not address.is_loopback:
+                found.append(f"{address}:{int(port, 16)}")
+    return sorted(found)
+
+
 def free_ports(count: int) -> list[int]:
     """``count`` TCP ports that are free on this machine now."""
     sockets = []
@@ -284,6 +378,7 @@ def run_cluster(
     max_restarts: int = 2,
     timeout_s: float = 600.0,
     progress=None,
+    open_ports: bool = False,
 ) -> ClusterResult:
     """Run the worker ``script`` (default: ``work_dir/worker.py``, as notebook 07 writes it)
     on ``job.workers`` local processes, worker ``i`` with ``TF_CONFIG`` =
@@ -295,8 +390,11 @@ def run_cluster(
     ``work_dir`` must hold the data (:func:`write_data`); checkpoints and logs go there too.
     Each worker runs ``script JOB_FILE`` as ``python script JOB_FILE`` would, with its
     ``TF_CONFIG``, in a process of its own (:func:`helpers.processes.start_script`).
-    ``progress(attempt, step, loss)`` is called as the chief reports steps.
+    ``progress(attempt, step, loss)`` is called as the chief reports steps. The workers listen
+    on every interface: on a machine others can reach (not Colab or Kaggle), nothing starts
+    unless ``open_ports`` is True (:func:`exposure`).
     """
+    exposure(open_ports)  # before anything starts: one line naming open_ports
     work = Path(work_dir).resolve()
     script = Path(script or work / WORKER_FILE).resolve()
     if not (work / DATA_FILE).exists():

@@ -1,6 +1,8 @@
 import os
 import signal
+import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -262,6 +264,39 @@ def test_a_spawned_childs_peak_memory_is_its_own_not_the_parents():
 
 def _peak_in_child(_):
     return {"peak": out_of_memory.peak_rss_mb()}
+
+
+def _answer_later(task):
+    Path(task["pid_file"]).write_text(str(os.getpid()))
+    time.sleep(task["sleep"])
+    return {"answer": task["answer"]}
+
+
+def test_an_interrupted_call_leaves_no_reply_for_the_next_one(tmp_path):
+    """A learner's interrupt (KeyboardInterrupt) in the middle of a call: its child is gone,
+    and the next call gets its own answer, never the interrupted one's (issue 22: a shared
+    pipe answered each call with the previous reply). Each call has a pipe of its own."""
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    pid_file, main = tmp_path / "pid", threading.main_thread().ident
+
+    def interrupt_once_started():  # a real signal, so that the parent's wait wakes up
+        while not pid_file.exists():
+            time.sleep(0.05)
+        signal.pthread_kill(main, signal.SIGALRM)
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        threading.Thread(target=interrupt_once_started, daemon=True).start()
+        with pytest.raises(KeyboardInterrupt):
+            out_of_memory.run_in_child(
+                _answer_later, {"answer": "first", "sleep": 30, "pid_file": str(pid_file)})
+    finally:
+        signal.signal(signal.SIGALRM, previous)
+    assert pid_file.exists() and gone(int(pid_file.read_text())), "the child outlived the call"
+    second = {"answer": "second", "sleep": 0, "pid_file": str(tmp_path / "pid2")}
+    assert out_of_memory.run_in_child(_answer_later, second)["answer"] == "second"
 
 
 class FakeConfig:

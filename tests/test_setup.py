@@ -55,10 +55,13 @@ import os
 import pathlib
 import sys
 
-pathlib.Path(os.environ["FAKE_PIP_LOG"]).write_text(" ".join(sys.argv[1:]))
+with open(os.environ["FAKE_PIP_LOG"], "a") as log:  # one line per call
+    log.write(" ".join(sys.argv[1:]) + "\\n")
 if os.environ["FAKE_PIP"] == "fail":
     print("  fatal: unable to access Could not resolve host", file=sys.stderr)
     sys.exit(1)
+if "--no-deps" not in sys.argv:  # a dependency: nothing to fake
+    sys.exit(0)
 package = pathlib.Path(os.environ["FAKE_SITE"]) / "helpers"
 package.mkdir()
 (package / "__init__.py").write_text('DISTRIBUTION = "fast-tf-course-helpers"\\n')
@@ -145,7 +148,7 @@ def test_every_notebook_starts_with_the_install_cell():
         assert setup_sources(path)[first] == INSTALL, path.name
         if first:
             assert "os.environ[" in setup_sources(path)[0], path.name
-    assert len(INSTALL.splitlines()) <= 16
+    assert len(INSTALL.splitlines()) <= 22  # it keeps the runtime's packages: a few lines more
 
 
 def test_install_cell_skips_pip_where_the_course_helpers_are_installed(tmp_path, fake_pip):
@@ -164,7 +167,18 @@ def test_install_cell_installs_the_helpers_where_missing(tmp_path, fake_pip):
                         {**env, "FAKE_PIP": "install", **python_path(folder)})
     assert [r["status"] for r in results] == ["ok", "ok"], results
     url = course.install_url(**course.settings())
-    assert (tmp_path / "pip.log").read_text() == f"install -q {url}", "pip got the course's URL"
+    assert (tmp_path / "pip.log").read_text() == f"install -q --no-deps {url}\n", (
+        "pip got the course's release, and kept every package the runtime has")
+
+
+def test_install_cell_installs_only_the_dependencies_the_runtime_lacks(tmp_path, fake_pip):
+    folder, site, env = fake_pip
+    write(folder, "sitecustomize.py", NO_COURSE_HELPERS + 'sys.modules["tqdm"] = None\n')
+    results = run_cells([INSTALL], tmp_path, {**env, "FAKE_PIP": "install", **python_path(folder)})
+    assert [r["status"] for r in results] == ["ok"], results
+    url = course.install_url(**course.settings())
+    calls = (tmp_path / "pip.log").read_text().splitlines()
+    assert calls == ["install -q tqdm", f"install -q --no-deps {url}"]
 
 
 @pytest.mark.parametrize("foreign", [False, True], ids=["missing", "another-helpers"])

@@ -15,7 +15,7 @@ from tools.site import SITE_MARKER, SiteError, replace
 # the maintainers' tools (or the package's structure): the same on every stack (see pyproject.toml)
 pytestmark = pytest.mark.tools
 
-REPO = {"repository": "me/course", "branch": "main"}
+REPO = {"repository": "me/course", "ref": "v1.0"}
 
 
 NOTEBOOKS = [Path("02_second.ipynb"), Path("01_first.ipynb")]
@@ -29,7 +29,7 @@ def test_the_home_page_is_the_readme_with_navigation_in_course_order():
     page = site.home_page(readme, ordered, [Path("docs/instructor_notes.md")], **REPO)
     assert page.startswith("# Course\n\n| 01 | [First](notebooks/01_first.ipynb) |")
     assert "[the notes](docs/instructor_notes.md)" in page
-    assert "[pins](https://github.com/me/course/blob/main/requirements.txt)" in page
+    assert "[pins](https://github.com/me/course/blob/v1.0/requirements.txt)" in page
     assert "[Colab](https://colab.research.google.com)" in page
     assert "[below](#two-commands)" in page
     nav = page[page.index(":caption: Notebooks"):]
@@ -44,9 +44,9 @@ def test_notebook_links_resolve_from_the_notebooks_folder():
     anchors = site.jupyter_anchors("## Find what fits, auto\n")
     out = site.rewrite_links(text, Path("notebooks/06.ipynb"), pages, **REPO, anchors=anchors)
     assert "[04](04_dcgan.ipynb)" in out
-    assert "[helper](https://github.com/me/course/blob/main/helpers/dcgan.py#L3)" in out
+    assert "[helper](https://github.com/me/course/blob/v1.0/helpers/dcgan.py#L3)" in out
     assert "[fits](#find-what-fits-auto)" in out
-    assert "![grid](https://github.com/me/course/blob/main/notebooks/grid.png)" in out
+    assert "![grid](https://github.com/me/course/blob/v1.0/notebooks/grid.png)" in out
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ from tools import course, nbcheck, nbclean, run_notebooks, set_repo
 # the maintainers' tools (or the package's structure): the same on every stack (see pyproject.toml)
 pytestmark = pytest.mark.tools
 
-CONF = {"repository": "me/course", "branch": "main"}
+CONF = {"repository": "me/course", "ref": "v1.0"}
 NAME = "09_example.ipynb"
 URL = course.colab_url(NAME, **CONF)
 
@@ -111,7 +111,7 @@ def test_a_stored_output_is_not_clean():
 def test_clean_rewrites_badge_and_install_urls_from_the_setting():
     nb = make_notebook()
     nb["cells"][2]["source"] = ['%pip install "git+https://github.com/old/place.git@dev"']
-    cleaned = nbclean.clean(nb, NAME, repository="new/home", branch="v2")
+    cleaned = nbclean.clean(nb, NAME, repository="new/home", ref="v2")
     text = nbclean.dumps(cleaned)
     assert (
         "https://colab.research.google.com/github/new/home/blob/v2/notebooks/09_example.ipynb"
@@ -123,11 +123,12 @@ def test_clean_rewrites_badge_and_install_urls_from_the_setting():
 def test_clean_writes_the_install_cell_as_tools_course_has_it():
     old = 'if find_spec("helpers") is None:\n    %pip install "git+https://github.com/a/b.git@dev"'
     nb = make_notebook(install=nbformat.v4.new_code_cell(old))
-    cleaned = nbclean.clean(nb, NAME, repository="new/home", branch="v2")
+    cleaned = nbclean.clean(nb, NAME, repository="new/home", ref="v2")
     install = next(c for c in cleaned["cells"] if c["cell_type"] == "code")
     assert "".join(install["source"]) == course.install_cell("new/home", "v2")
     assert 'URL = "git+https://github.com/new/home.git@v2"' in course.install_cell("new/home", "v2")
-    longest = course.install_cell("an-organisation-with-a-long-name/fast-tf-course-fork", "main")
+    longest = course.install_cell("an-organisation-with-a-long-name/fast-tf-course-fork",
+                                  "0123456789abcdef0123456789abcdef01234567")
     assert max(map(len, longest.splitlines())) <= 100, "ruff's line length, after `make set-repo`"
 
 
@@ -178,13 +179,44 @@ def test_the_committed_notebooks_follow_the_conventions():
 
 def test_set_repo_rewrites_only_the_course_section():
     text = (
-        '[project]\nname = "x"\n\n[tool.course]\nrepository = "a/b"\nbranch = "main"\n'
+        '[project]\nname = "x"\n\n[tool.course]\nrepository = "a/b"\nrelease = "v0.1.0"\n'
         "\n[x]\ny = 1\n"
     )
-    out = set_repo.set_repo(text, "me/course", "dev")
-    assert 'repository = "me/course"' in out and 'branch = "dev"' in out and "[x]\ny = 1" in out
+    out = set_repo.set_repo(text, "me/course", "v0.2.0")
+    assert 'repository = "me/course"' in out and 'release = "v0.2.0"' in out and "[x]\ny = 1" in out
+    commit = "6fd9e8a0c1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f6"
+    assert f'release = "{commit}"' in set_repo.set_repo(text, "me/course", commit)
     with pytest.raises(ValueError, match="owner/name"):
-        set_repo.set_repo(text, "not a repo", "main")
+        set_repo.set_repo(text, "not a repo", "v1")
+
+
+@pytest.mark.parametrize("ref", ["main", "master", "dev", "feature/x", "latest", "v1.x"])
+def test_installs_never_name_a_branch(ref):
+    """A branch moves: whoever pushes to it would run code in every learner's kernel."""
+    text = '[tool.course]\nrepository = "a/b"\nrelease = "v0.1.0"\n'
+    with pytest.raises(ValueError, match=f"REF={ref!r} is not a release: name a tag"):
+        set_repo.set_repo(text, "me/course", ref)
+    assert course.release_problem(ref) is not None
+
+
+def test_the_committed_release_is_a_tag_or_commit_and_every_notebook_installs_it():
+    conf = course.settings()
+    assert course.release_problem(conf["ref"]) is None
+    for path in course.notebook_paths():
+        text = path.read_text()
+        assert f".git@{conf['ref']}" in text and "@main" not in text, path.name
+
+
+def test_the_install_cell_keeps_the_runtimes_packages():
+    """helpers is installed with --no-deps, and only the dependencies the runtime lacks are
+    installed: Colab's numpy, matplotlib... stay the versions its TensorFlow was built with."""
+    cell = course.install_cell("me/course", "v1.0")
+    namespace = {}
+    exec(cell.split("def course_helpers")[0], namespace)  # the URL and NEEDS lines
+    assert namespace["URL"] == "git+https://github.com/me/course.git@v1.0"
+    assert list(namespace["NEEDS"]) == course.dependencies()  # pyproject.toml's, in its order
+    assert namespace["NEEDS"]["pillow"] == "PIL"
+    assert '["--no-deps", URL]' in cell
 
 
 def test_profiles_full_injects_nothing_and_unknown_profile_fails():
@@ -224,12 +256,13 @@ def test_runner_reads_an_error_shown_on_stderr_only():
 
 def test_readme_links_follow_the_repository():
     text = (
-        "[b](https://colab.research.google.com/github/a/b/blob/main/notebooks/01_x.ipynb) "
-        "`%pip install git+https://github.com/a/b.git@main`"
+        "[b](https://colab.research.google.com/github/a/b/blob/v0.1.0/notebooks/01_x.ipynb) "
+        "`%pip install git+https://github.com/a/b.git@v0.1.0`"
     )
-    out = set_repo.rewrite_links(text, "me/course", "dev")
-    assert "https://colab.research.google.com/github/me/course/blob/dev/notebooks/01_x.ipynb" in out
-    assert "git+https://github.com/me/course.git@dev" in out
+    out = set_repo.rewrite_links(text, "me/course", "v0.2.0")
+    badge = "https://colab.research.google.com/github/me/course/blob/v0.2.0/notebooks/01_x.ipynb"
+    assert badge in out
+    assert "git+https://github.com/me/course.git@v0.2.0" in out
 
 
 def test_make_run_survives_a_dead_kernel_and_prints_its_summary(tmp_path, monkeypatch, capsys):

@@ -229,7 +229,8 @@ def bench_scaling(
             job = scale_out_profile.Job(
                 workers=workers, steps=worker_steps, global_batch=128, checkpoint_every=worker_steps
             )
-            runs[workers] = scale_out_profile.run_cluster(job, work, tf_config=lesson.tf_config)
+            runs[workers] = scale_out_profile.run_cluster(job, work,
+                tf_config=lesson.tf_config, open_ports=True)
     records.append(
         record(
             "multiworker_vs_one_worker",

@@ -31,23 +31,51 @@ TPU_NOTEBOOKS = {"08_tpu_keras_jax": ("jax", "keras"), "09_tpu_pytorch_xla": ("t
 TPU_KERNEL = "course-tpu"
 
 
+#: What an install may name: a release tag (v1, v0.2.0, v0.2.0rc1) or a commit, never a branch,
+#: which moves (whoever pushes to it would run code in every learner's kernel, and a push mid-
+#: session would put a notebook and its helpers out of step).
+RELEASE_RE = re.compile(r"^(v\d+(\.\d+)*([a-z]+\d*)?|[0-9a-f]{7,40})$")
+
+
+def release_problem(ref: str) -> str | None:
+    """Why ``ref`` may not be what the notebooks install from, or None."""
+    if RELEASE_RE.match(ref):
+        return None
+    return (f"release={ref!r} is not a release: name a tag such as 'v0.2.0' or a commit's hash "
+            "(a branch moves; see 'Cutting a release' in docs/maintainers.md)")
+
+
 def settings(pyproject: Path = ROOT / "pyproject.toml") -> dict:
-    """``{"repository": "owner/name", "branch": "main"}`` from pyproject.toml."""
+    """``{"repository": "owner/name", "ref": "v0.1.0"}`` from pyproject.toml's
+    ``[tool.course]`` (``repository``, ``release``); a release that is not a tag or a commit
+    stops with one line."""
     with open(pyproject, "rb") as f:
         course = tomllib.load(f)["tool"]["course"]
-    return {"repository": course["repository"], "branch": course.get("branch", "main")}
+    if (why := release_problem(course["release"])) is not None:
+        raise SystemExit(f"pyproject.toml [tool.course] {why}")
+    return {"repository": course["repository"], "ref": course["release"]}
 
 
-def colab_url(notebook: str, repository: str, branch: str) -> str:
+def dependencies(pyproject: Path = ROOT / "pyproject.toml") -> list[str]:
+    """``helpers``' dependencies, as pyproject.toml lists them (names, no versions)."""
+    with open(pyproject, "rb") as f:
+        return list(tomllib.load(f)["project"]["dependencies"])
+
+
+#: The module a dependency is imported as, where that is not its name.
+IMPORT_NAMES = {"pillow": "PIL"}
+
+
+def colab_url(notebook: str, repository: str, ref: str) -> str:
     """The "Open in Colab" URL of ``notebooks/<notebook>`` (a file name)."""
     return (
-        f"https://colab.research.google.com/github/{repository}/blob/{branch}/notebooks/{notebook}"
+        f"https://colab.research.google.com/github/{repository}/blob/{ref}/notebooks/{notebook}"
     )
 
 
-def install_url(repository: str, branch: str) -> str:
+def install_url(repository: str, ref: str) -> str:
     """What ``pip install`` takes to install the helpers package from the repository."""
-    return f"git+https://github.com/{repository}.git@{branch}"
+    return f"git+https://github.com/{repository}.git@{ref}"
 
 
 #: The first code cell of every notebook: tools.nbclean writes it (with the URL from
@@ -61,13 +89,18 @@ import importlib.util
 import subprocess
 import sys
 
-URL = "{url}"
+URL = "{url}"  # a release, not a branch
+NEEDS = {needs}
 def course_helpers():  # does `import helpers` give this course's package, not another module?
     importlib.invalidate_caches()
     spec = importlib.util.find_spec("helpers")
     return spec and spec.origin and "fast-tf-course-helpers" in open(spec.origin).read()
-if not course_helpers():  # Colab, Kaggle: install it (the runtime's own engines stay as they are)
-    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", URL], capture_output=True)
+if not course_helpers():  # Colab, Kaggle: install it, keeping every package the runtime has
+    missing = [name for name, module in NEEDS.items() if not importlib.util.find_spec(module)]
+    for args in ([*missing], ["--no-deps", URL]):  # helpers' missing dependencies, then helpers
+        if args:
+            pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", *args],
+                                 capture_output=True)
     if not course_helpers():  # say why in one line, and stop "Run all" here
         from IPython.core.error import UsageError
         raise UsageError(f"{importlib.util.find_spec('helpers').origin} hides the course's helpers"
@@ -76,9 +109,29 @@ if not course_helpers():  # Colab, Kaggle: install it (the runtime's own engines
 """
 
 
-def install_cell(repository: str, branch: str) -> str:
+def install_cell(repository: str, ref: str) -> str:
     """The install cell (:data:`INSTALL_CELL`) for the course published at ``repository``."""
-    return INSTALL_CELL.replace("{url}", install_url(repository, branch))
+    url = install_url(repository, ref)
+    line = f'URL = "{url}"  # a release, not a branch'
+    if len(line) > 100:  # a long name and a commit's hash: split before the @
+        head, tail = url.rsplit("@", 1)
+        line = f'URL = ("{head}"\n       "@{tail}")  # a release, not a branch'
+    return INSTALL_CELL.replace('URL = "{url}"  # a release, not a branch', line).replace(
+        "{needs}", needs_literal())
+
+
+def needs_literal(width: int = 100) -> str:
+    """The install cell's ``NEEDS`` dict (each dependency's pip name and module), wrapped."""
+    items = [f"{name!r}: {IMPORT_NAMES.get(name, name)!r}".replace("'", '"')
+             for name in dependencies()]
+    lines, line = [], "{"
+    for item in items:
+        if len(line) + len(item) + 2 > width - len("NEEDS = ") - 1:
+            lines.append(line.rstrip())
+            line = " " * len("NEEDS = {")
+        line += item + ", "
+    lines.append(line.rstrip(", ") + "}  # helpers' dependencies: pip name, module")
+    return "\n".join(lines)
 
 
 def notebook_paths(folder: Path = NOTEBOOKS) -> list[Path]:

@@ -72,11 +72,11 @@ def check_notebook(path: Path, text: str, conf: dict, known_profiles: dict) -> l
     cells = nb.get("cells", [])
     if not cells or cells[0]["cell_type"] != "markdown" or not source(cells[0]).startswith("# "):
         problems.append("first cell must be markdown starting with an H1 title ('# ...')")
-    url = colab_url(name, conf["repository"], conf["branch"])
+    url = colab_url(name, conf["repository"], conf["ref"])
     if not any(url in source(c) and "colab-badge" in source(c) for c in cells[:3]):
         problems.append(f"an 'Open in Colab' badge linking to {url} must be in the first cells")
     codes = [c for c in cells if c["cell_type"] == "code"]
-    install = install_cell(conf["repository"], conf["branch"])
+    install = install_cell(conf["repository"], conf["ref"])
     if path.stem in TPU_NOTEBOOKS and codes and _chooses_engine(source(codes[0])):
         codes_after = codes[1:]  # the engine is chosen first, before anything imports it
     else:
@@ -103,7 +103,7 @@ def check_notebook(path: Path, text: str, conf: dict, known_profiles: dict) -> l
     meta = nb.get("metadata", {})
     if meta.get("kernelspec", {}).get("name") != "python3" or "language_info" not in meta:
         problems.append("metadata needs kernelspec 'python3' and language_info")
-    if dumps(clean(nb, name, conf["repository"], conf["branch"])) != text:
+    if dumps(clean(nb, name, conf["repository"], conf["ref"])) != text:
         problems.append("not stored clean (outputs, metadata or URLs): run `make clean-notebooks`")
     return problems
 

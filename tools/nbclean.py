@@ -45,7 +45,7 @@ COLAB_URL_RE = re.compile(
 INSTALL_URL_RE = re.compile(r"git\+https://github\.com/[^/\s]+/[^/@\s\"']+?\.git(@[^\s\"']+)?")
 
 
-def clean(nb: dict, name: str, repository: str, branch: str) -> dict:
+def clean(nb: dict, name: str, repository: str, ref: str) -> dict:
     """Return a cleaned copy of notebook JSON ``nb`` stored as ``notebooks/<name>``."""
     nb = copy.deepcopy(nb)
     meta = nb.get("metadata", {})
@@ -57,7 +57,7 @@ def clean(nb: dict, name: str, repository: str, branch: str) -> dict:
         clean_meta["accelerator"] = meta["accelerator"]
     nb["metadata"] = clean_meta
     nb["nbformat"], nb["nbformat_minor"] = 4, 5
-    badge, install = colab_url(name, repository, branch), install_url(repository, branch)
+    badge, install = colab_url(name, repository, ref), install_url(repository, ref)
     codes = [cell for cell in nb.get("cells", []) if cell["cell_type"] == "code"]
     validation = validation_cell(nb.get("cells", []))
     for index, cell in enumerate(nb.get("cells", [])):
@@ -65,7 +65,7 @@ def clean(nb: dict, name: str, repository: str, branch: str) -> dict:
         source = COLAB_URL_RE.sub(badge, source)
         source = INSTALL_URL_RE.sub(install, source)
         if cell in codes[:2] and INSTALL_URL_RE.search(source):  # 2nd after an engine cell
-            source = install_cell(repository, branch)  # as tools.course writes it
+            source = install_cell(repository, ref)  # as tools.course writes it
         if cell is validation:
             source = with_title(source)
         cell["source"] = source.splitlines(keepends=True)
@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     dirty = []
     for path in args.notebooks or notebook_paths():
         text = notebook_text(path)
-        cleaned = dumps(clean(json.loads(text), path.name, conf["repository"], conf["branch"]))
+        cleaned = dumps(clean(json.loads(text), path.name, conf["repository"], conf["ref"]))
         if cleaned != text:
             dirty.append(path)
             if not args.check:

@@ -56,7 +56,7 @@ def jupyter_anchors(markdown: str) -> dict[str, str]:
 
 
 def rewrite_links(
-    text: str, page: Path, pages: set[Path], repository: str, branch: str,
+    text: str, page: Path, pages: set[Path], repository: str, ref: str,
     anchors: dict[str, str] | None = None,
 ) -> str:
     """Point relative links of ``page`` (repository-relative) that are not site ``pages`` at
@@ -73,7 +73,7 @@ def rewrite_links(
         resolved = Path(os.path.normpath(page.parent / path))
         if resolved in pages or str(resolved).startswith(".."):
             return match.group(0)
-        url = f"https://github.com/{repository}/blob/{branch}/{resolved.as_posix()}"
+        url = f"https://github.com/{repository}/blob/{ref}/{resolved.as_posix()}"
         return match.group(1) + url + (f"#{anchor}" if anchor else "")
 
     return LINK.sub(fix, text)
