@@ -533,15 +533,23 @@ class Scorer:
         tag = f"{name}_{'x'.join(map(str, shape))}_{len(x_train)}_{epochs}"
         path = Path(cache_dir) / f"scorer_{tag}.weights.h5"
         self.model = scoring_classifier(shape, classes)
+        note = None
         if path.exists():
-            self.model.load_weights(path)
-            note = f"loaded the cached scoring classifier {path.name}"
-        else:
-            keras.utils.set_random_seed(0)
+            try:
+                self.model.load_weights(path)
+                note = f"loaded the cached scoring classifier {path.name}"
+            except Exception as error:  # a cut-short or damaged file: train it again
+                print(f"Note: the cached {path.name} could not be read "
+                      f"({type(error).__name__}): training it again")
+        if note is None:
+            keras.utils.set_random_seed(0)  # the same classifier, whenever it is trained
+            self.model = scoring_classifier(shape, classes)
             self.model.compile("adam", "sparse_categorical_crossentropy", metrics=["accuracy"])
             self.model.fit(x_train / 255.0, y_train, epochs=epochs, batch_size=128, verbose=0)
             path.parent.mkdir(parents=True, exist_ok=True)
-            self.model.save_weights(path)
+            partial = path.with_name(f"partial_{path.name}")  # whole, or not there at all
+            self.model.save_weights(partial)
+            os.replace(partial, path)
             note = f"trained the scoring classifier once and cached it as {path.name}"
         self.features = keras.Model(self.model.inputs, self.model.get_layer("features").output)
         self.reference = self._features(x_reference / 255.0)

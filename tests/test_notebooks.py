@@ -222,3 +222,36 @@ def test_04_resumed_with_another_precision_stops_and_keeps_every_checkpoint(tmp_
     assert second.error.startswith("RunSettingsChanged: ") and "\n" not in second.error
     assert "precision was 'mixed_bfloat16', now 'float32'" in second.error, second.error
     assert files_of_the_run() == files
+
+
+@pytest.mark.skipif(STACK != "pinned" or not any(p.stem == "03_tfdata_pipelines"
+                                                  for p in NOTEBOOKS),
+                    reason="helpers.workdirs is plain Python: the pinned stack proves it")
+def test_two_notebooks_on_one_folder_at_once_one_is_refused(tmp_path):
+    """Two tabs (or two papermill runs) with one work_dir: the one that prepared it first holds
+    its lock while its kernel lives; the other stops in its prepare cell with one line naming
+    the holder (process and host), and deletes nothing of the first one's files."""
+    from jupyter_client.manager import start_new_kernel
+
+    path = course.NOTEBOOKS / "03_tfdata_pipelines.ipynb"
+    work = tmp_path / "shared_work"
+    params = {**course.parameters_for(path.stem, "test"), "work_dir": str(work)}
+    cells = [c for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
+    upto = next(i for i, c in enumerate(cells) if "workdirs.prepare(" in c.source)
+    tagged = next(i for i, c in enumerate(cells) if "parameters" in c.metadata.get("tags", []))
+    assignments = "\n".join(f"{name} = {value!r}" for name, value in params.items())
+    first = [c.source for c in cells[:upto + 1]]
+    first.insert(tagged + 1, assignments)  # as papermill injects them
+    first.append("(work / 'records.txt').write_text('the first tab')")
+    manager, client = start_new_kernel(kernel_name="python3", cwd=str(tmp_path))
+    try:
+        replies = [client.execute_interactive(source, timeout=120) for source in first]
+        assert all(r["content"]["status"] == "ok" for r in replies), "the first tab is set up"
+        second = run_notebooks.execute(path, tmp_path / "second", params)
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)
+    assert second.status == "failed" and second.error_cell == cells[upto].id, second.error_cell
+    assert second.error.startswith("WorkFolderBusy: ") and "\n" not in second.error
+    assert re.search(r"is in use by process \d+ on \S+", second.error), second.error
+    assert (work / "records.txt").read_text() == "the first tab", "the first tab's files stay"
