@@ -217,3 +217,37 @@ def show(params: SimpleNamespace, names: Iterable[str] | None = None) -> str:
     items = vars(params)
     names = list(items) if names is None else list(names)
     return ", ".join(f"{name}={items[name]!r}" for name in names)
+
+
+def available_memory() -> int | None:
+    """Bytes of host memory this runtime can still use (Linux's MemAvailable), or None."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def fits_in_memory(bytes_each: float, what: str = "images", share: float = 0.5) -> Rule:
+    """Allow a count whose arrays, about ``bytes_each`` per item, take at most ``share`` of the
+    host memory available now: a larger one would get the kernel killed (Colab: "Your session
+    crashed after using all available RAM") instead of a clear line. The line says why."""
+
+    def rule(name: str, value: object) -> object:
+        free = available_memory()
+        if free is None or not isinstance(value, int) or isinstance(value, bool):
+            return value
+        most = int(free * share / bytes_each)
+        if value > most:
+            raise invalid(name, value, f"at most {most:,} {what} on this runtime: they would "
+                          f"take about {value * bytes_each / 2**30:.1f} GiB, and it has "
+                          f"{free / 2**30:.1f} GiB of memory free (the kernel would be killed)")
+        return value
+
+    return rule

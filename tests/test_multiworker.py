@@ -343,3 +343,20 @@ def test_workers_end_when_their_launcher_ends(tmp_path, how):
         for pid in recorded_pids(tmp_path, 2) if (tmp_path / "pids1").exists() else []:
             if not gone(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+def test_the_writefile_cells_take_a_work_dir_with_spaces(tmp_path):
+    """07's cells quote the path (``%%writefile "{worker_py}"``): IPython splits an unquoted
+    one at the space, and a learner's "My Drive/runs" would fail there."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    folder = tmp_path / "my runs"
+    folder.mkdir()
+    shell.user_ns["worker_py"] = str(folder / "worker.py")
+    cells = [c for c in json.loads(NOTEBOOK.read_text())["cells"]
+             if course.WRITEFILE.match("".join(c["source"]).partition("\n")[0])]
+    for cell in cells:
+        head = "".join(cell["source"]).partition("\n")[0]
+        assert shell.run_cell(f"{head}\nprint('hello')\n").success, head
+    assert (folder / "worker.py").read_text() == "print('hello')\n" * len(cells)

@@ -128,3 +128,16 @@ def test_enough_images_for_the_global_batches():
         rule("max_images", 100)
     assert params.enough_images(64, batches=1)("max_images", 64) == 64
     assert params.enough_images("64")("max_images", 1) == 1, "the batch's own rule reports it"
+
+
+def test_a_count_that_would_fill_the_hosts_memory_is_refused(monkeypatch):
+    """03's num_images=1000000 with cifar10 took 24 GiB and the kernel was killed."""
+    monkeypatch.setattr(params, "available_memory", lambda: 12 * 2**30)
+    rule = params.fits_in_memory(32 * 32 * 3 * 8, "images")
+    assert rule("num_images", 10_000) == 10_000
+    with pytest.raises(ParameterError, match=r"^Invalid parameter num_images=1000000: at most "
+                                             r"262,144 images on this runtime: they would take "
+                                             r"about 22\.9 GiB, and it has 12\.0 GiB"):
+        rule("num_images", 1_000_000)
+    monkeypatch.setattr(params, "available_memory", lambda: None)  # unknown: not refused
+    assert rule("num_images", 1_000_000) == 1_000_000

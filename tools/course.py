@@ -281,7 +281,7 @@ def _parsed(text: str) -> nbformat.NotebookNode:
 
 
 #: a cell of notebook 07 that writes (or appends to) its worker script:
-#: ``%%writefile [-a] {worker_py}``
+#: ``%%writefile [-a] "{worker_py}"`` (quoted: a work_dir may hold spaces)
 WRITEFILE = re.compile(r"^%%writefile(?:\s+-a)?\s+\S*worker\S*\s*$")
 
 
