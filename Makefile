@@ -1,7 +1,8 @@
 # Fast TensorFlow Training: `make run` executes the course, `make test` proves it works.
 # Both create the virtual environment first if it is missing (needs python3.11 and pip).
-# `make test` also runs the unit tests and notebooks on the oldest supported stack, in
-# .venv-compat (needs python3.12; see README, "Supported versions").
+# `make test` also runs the unit tests and notebooks on Colab's stack, in .venv-compat (needs
+# python3.13), and the TPU notebooks on the TPU stack (needs python3.12); see README,
+# "Supported versions".
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 # Every environment is installed by uv (a release, from PyPI, into .venv first): it links each
@@ -30,10 +31,14 @@ export PYTHONPYCACHEPREFIX := $(abspath build/pycache)
 # The tests never reach for the network: data sets fall back to bundled data.
 TEST_ENV := COURSE_OFFLINE=1 MPLBACKEND=Agg
 
-# The Colab-shaped stack (requirements-compat.txt) on Python 3.12: python3.12 on PATH if it runs
-# (a pyenv shim may not), else a pyenv-installed 3.12; or pass COMPAT_PYTHON=/path/to/python3.12.
-COMPAT_PYTHON ?= $(firstword $(foreach p,python3.12 $(wildcard $(HOME)/.pyenv/versions/3.12*/bin/python3.12),\
-  $(shell $(p) -c 'import sys; sys.version_info[:2] == (3, 12) and print(sys.executable)' 2>/dev/null)))
+# A Python of one minor release: on PATH if it runs (a pyenv shim may not), else pyenv's.
+find_python = $(firstword $(foreach p,python$(1) $(wildcard $(HOME)/.pyenv/versions/$(1).*/bin/python$(1)),\
+  $(shell $(p) -c 'import sys; sys.version_info[:2] == ($(subst .,$(comma) ,$(1))) and print(sys.executable)' 2>/dev/null)))
+comma := ,
+# The Colab-shaped stack (requirements-compat.txt) on Colab's Python, which its "# python:" line
+# names (`python -m tools.compat set` moves it); or pass COMPAT_PYTHON=/path/to/python3.X.
+COMPAT_VERSION := $(shell sed -n 's/^\# python: //p' requirements-compat.txt)
+COMPAT_PYTHON ?= $(call find_python,$(COMPAT_VERSION))
 COMPAT_VENV := .venv-compat
 COMPAT_BIN := $(COMPAT_VENV)/bin
 COMPAT_STAMP := $(COMPAT_VENV)/.installed
@@ -43,7 +48,7 @@ COMPAT_PYTEST := $(COMPAT_BIN)/python -m pytest -q -p no:cacheprovider
 # TensorFlow, for notebooks 08 and 09, on Python 3.12 (found as COMPAT_PYTHON is; or pass
 # TPU_PYTHON=/path/to/python3.12). It registers its kernel in .venv as "course-tpu", through
 # which `make run` executes those two notebooks.
-TPU_PYTHON ?= $(COMPAT_PYTHON)
+TPU_PYTHON ?= $(call find_python,3.12)
 TPU_VENV := .venv-tpu
 TPU_BIN := $(TPU_VENV)/bin
 TPU_STAMP := $(TPU_VENV)/.installed
@@ -112,9 +117,12 @@ $(SITE_STAMP): $(STAMP) requirements-site.txt
 	@touch $@
 
 $(COMPAT_STAMP): requirements-compat.txt pyproject.toml $(UV)
+	@$(COMPAT_BIN)/python -c 'import sys; sys.exit(sys.version_info[:2] != ($(subst .,$(comma),$(COMPAT_VERSION))))' \
+	  2>/dev/null || { test ! -e $(COMPAT_VENV) || { echo "make: $(COMPAT_VENV) is not Python \
+	  $(COMPAT_VERSION) (Colab's): making it again"; rm -rf $(COMPAT_VENV); }; }
 	@test -x $(COMPAT_BIN)/python || test -n "$(COMPAT_PYTHON)" || { echo "make: the compat \
-	stack (.venv-compat) needs Python 3.12, found neither on PATH nor in pyenv: install it, or \
-	pass COMPAT_PYTHON=/path/to/python3.12"; exit 1; }
+	stack (.venv-compat) needs Python $(COMPAT_VERSION), found neither on PATH nor in pyenv: \
+	install it, or pass COMPAT_PYTHON=/path/to/python$(COMPAT_VERSION)"; exit 1; }
 	@test -x $(COMPAT_BIN)/python || $(COMPAT_PYTHON) -m venv $(COMPAT_VENV)
 	$(call INSTALL,$(COMPAT_BIN)/python,requirements-compat.txt)
 	@touch $@

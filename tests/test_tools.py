@@ -5,7 +5,7 @@ import json
 import nbformat
 import pytest
 
-from tools import course, nbcheck, nbclean, run_notebooks, set_repo
+from tools import compat, course, nbcheck, nbclean, run_notebooks, set_repo
 
 # the maintainers' tools (or the package's structure): the same on every stack (see pyproject.toml)
 pytestmark = pytest.mark.tools
@@ -306,3 +306,26 @@ def test_nbval_comparison_reports_a_marked_cell_whose_runs_disagree():
 
 def test_nbval_comparison_ignores_unmarked_cells():
     assert run_notebooks.outputs_that_differ(*_two_runs("0.31 s\n", "0.29 s\n", marker="")) == []
+
+
+def test_one_command_moves_the_compat_stack_and_readmes_table(tmp_path, monkeypatch):
+    for name in ("COMPAT", "PINNED", "TPU", "README"):
+        copy = tmp_path / getattr(compat, name).name
+        copy.write_text(getattr(compat, name).read_text())
+        monkeypatch.setattr(compat, name, copy)
+    assert compat.main(["readme", "--check"]) == 0
+    compat.set_image("2027-02", "googlecolab/backend-info", "3.14",
+                     ["tensorflow==2.22.0", "keras==3.16.0", "jax==0.8.0", "numpy==2.3.0"])
+    text = compat.COMPAT.read_text()
+    block = text.split(compat.BEGIN)[1].split(compat.END)[0]
+    assert "tensorflow-cpu==2.22.0\n" in block and "jax[cpu]==0.8.0\n" in block
+    assert "# python: 3.14\n" in block and "keras==3.13.2" not in text
+    assert "pytest==" in text.split(compat.END)[1], "the tools after the block stay"
+    table = compat.README.read_text()
+    assert "| TensorFlow | 2.22.0 | 2.21.0 | none |" in table and "| Python | 3.14 |" in table
+    assert "(2027-02; googlecolab/backend-info)" in table
+    assert compat.main(["readme", "--check"]) == 0
+    compat.README.write_text(table.replace("| 2.22.0 |", "| 2.19.0 |"))
+    assert compat.main(["readme", "--check"]) == 1
+    with pytest.raises(SystemExit, match="--python='3'"):
+        compat.set_image("2027-02", "x", "3", ["keras==3.16.0"])

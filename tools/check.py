@@ -5,7 +5,8 @@
 Runs, in order, and reports each: the stored form (``tools.nbclean --check``), the conventions
 (``tools.nbcheck``), the ``#@save`` lessons (``tools.lessons --check``), the code each notebook
 must show (``tools.shown``), the exercises (``tools.exercises --check``) and the README's course
-map (``tools.course_map readme --check``). The exit status is 1 if any failed.
+map (``tools.course_map readme --check``) and its versions table (``tools.compat readme
+--check``). The exit status is 1 if any failed.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import sys
 import time
 
-from tools import course_map, exercises, lessons, nbcheck, nbclean, shown
+from tools import compat, course_map, exercises, lessons, nbcheck, nbclean, shown
 
 CHECKS = [
     ("nbclean --check", nbclean.main, ["--check"]),
@@ -22,6 +23,7 @@ CHECKS = [
     ("shown", shown.main, []),
     ("exercises --check", exercises.main, ["--check"]),
     ("course_map readme --check", course_map.main, ["readme", "--check"]),
+    ("compat readme --check", compat.main, ["readme", "--check"]),
 ]
 
 
