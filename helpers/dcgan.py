@@ -204,8 +204,10 @@ class History:
         for the lot (the last step queued)."""
         self.losses += [[step, float(d), float(g)] for step, d, g in pending]
 
-    def end_epoch(self, generator, epoch: int, step: int, seconds: float, images: int) -> dict:
-        """Save the fixed seeds' grid, score the epoch (with a scorer), print one line."""
+    def end_epoch(self, generator, epoch: int, step: int, seconds: float, images: int,
+                  epochs: int | None = None) -> dict:
+        """Save the fixed seeds' grid, score the epoch (with a scorer), print one line: with
+        ``epochs`` (the run's), also how long the epochs left take at this one's pace."""
         grid = self.directory / "grids" / f"epoch_{epoch + 1:04d}.png"
         save_grid(from_gan_range(generator(self.fixed_noise, training=False)), grid)
         row = {"epoch": epoch + 1, "step": step, "seconds": seconds,
@@ -215,8 +217,13 @@ class History:
         self.epochs.append(row)
         last = f", d_loss {self.losses[-1][1]:.3f}, g_loss {self.losses[-1][2]:.3f}"
         score = f", score {row['inception_score']:.2f}" if "inception_score" in row else ""
-        print(f"epoch {epoch + 1}: step {step}, {row['images_per_s'] or 0:.0f} images/s"
-              + (last if self.losses else "") + score, flush=True)
+        rest = (epochs - epoch - 1) * seconds if epochs else 0  # the epochs left, at this pace
+        took = f"about {rest:.0f} s" if rest < 120 else f"about {rest / 60:.0f} min"
+        left = (f"; it took {seconds:.1f} s, so {took} for the {epochs - epoch - 1} left"
+                if epochs and epochs > epoch + 1 else "")
+        print(f"epoch {epoch + 1}{f'/{epochs}' if epochs else ''}: step {step}, "
+              f"{row['images_per_s'] or 0:.0f} images/s" + (last if self.losses else "") + score
+              + left, flush=True)
         return row
 
     def grids(self) -> list[Path]:

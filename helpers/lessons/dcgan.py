@@ -212,7 +212,8 @@ def train(run, make_batches, epochs, steps_per_epoch, every=200, read_back=20, s
             if step % every == 0:
                 save(run, step)
         run.history.add_losses(pending)
-        run.history.end_epoch(run.generator, epoch, step, time.perf_counter() - start, images)
+        run.history.end_epoch(run.generator, epoch, step, time.perf_counter() - start, images,
+                              epochs)  # prints the epoch's time, and the time left at its pace
         save(run, step)
     return step
 
