@@ -32,8 +32,9 @@ PASSES = int(os.environ.get("COURSE_TEST_PASSES", "2"))
 # ($COURSE_TEST_SOLUTIONS=1, tools/exercises.py): every check must then say "right"; the pinned
 # stack runs the notebooks as learners get them, where every check must say "not yet".
 SOLUTIONS = os.environ.get("COURSE_TEST_SOLUTIONS") == "1"
-# Whether each run also tries the invalid values: the compat stack does not
-# ($COURSE_TEST_INVALID=0): helpers.params is plain Python, whatever the release.
+# Whether each run also tries the invalid values ($COURSE_TEST_INVALID=0: no). Every stack does:
+# the values are requests to the kernel, and Colab's ipykernel once answered one with the
+# previous one's error.
 CHECK_INVALID = os.environ.get("COURSE_TEST_INVALID", "1") == "1"
 # The notebooks this stack runs ($COURSE_STACK: pinned, compat or tpu; see tools.course.STACKS),
 # the slowest first (docs/measured_times.json), so that the two workers finish together.
