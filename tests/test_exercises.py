@@ -35,12 +35,46 @@ def test_a_right_answer_passes_and_says_what_it_proves(registered, capsys):
     assert verdict.line().startswith("✅ Exercise 99.1 (answer the question): right.")
 
 
-@pytest.mark.parametrize("placeholder", [..., None])
-def test_the_untouched_placeholder_is_not_yet_with_the_hint(registered, placeholder):
-    verdict = check(registered, placeholder)
-    assert not verdict.passed
-    assert "still holds its placeholder" in verdict.message
-    assert verdict.line().endswith("Hint: six times seven")
+@pytest.fixture
+def registered_function():
+    """A check of a function ``answer()`` that must return 42, as most exercises are."""
+    exercises.load_checks()
+
+    @exercises.exercise("99.2", "write the function", hint="return 6 * 7", right="Yes.")
+    def answer(function):
+        value = function()
+        exercises.require(value)
+        return None if value == 42 else f"{value} is not the answer."
+
+    yield "99.2"
+    del exercises.REGISTRY["99.2"]
+
+
+def _untouched():
+    """What the exercise cell holds before the learner writes anything."""
+    ...
+
+
+def test_an_untouched_exercise_says_not_yet_and_nothing_more(registered, registered_function):
+    """"Run all" on an untouched notebook shows no hint (some hints come close to the answer)."""
+    for verdict in (check(registered, ...), check(registered_function, _untouched)):
+        assert not verdict.passed and verdict.message == exercises.UNTOUCHED
+        assert "Hint" not in verdict.line() and verdict.hint == ""
+
+
+def test_an_attempt_that_forgets_return_is_told_so_with_the_hint(registered_function):
+    def attempt():
+        6 * 7  # noqa: B018  (the learner's line: no return)
+
+    verdict = check(registered_function, attempt)
+    assert verdict.message == exercises.NO_RETURN and "`return` missing" in verdict.message
+    assert verdict.line().endswith("Hint: return 6 * 7")
+
+
+def test_a_wrong_attempt_gets_the_hint(registered_function):
+    verdict = check(registered_function, lambda: 41)
+    assert verdict.message == "41 is not the answer." and verdict.line().endswith(
+        "Hint: return 6 * 7")
 
 
 def test_a_wrong_answer_says_what_is_wrong(registered):

@@ -8,7 +8,10 @@ Every notebook has an "## Exercises" section of two to four exercises. Each is t
 - its check, ``exercises.check("NN.k", <what the exercise defined>)``.
 
 :func:`check` never raises, so "Run all" goes on past an unfinished exercise: it shows one line,
-"right" with what that proves, or "not yet" with what is wrong and a hint. It also leaves a
+"right" with what that proves, or "not yet" with what is wrong and, after an attempt, a hint.
+An untouched exercise (its ``...`` still there) gets "not yet" and nothing more, so "Run all"
+never shows a hint before the learner has tried; code that returns None where a value is due
+is told that a ``return`` may be missing. It also leaves a
 record (``EXERCISE_MIME``) that the tests read. Each check calls the learner's code on inputs
 chosen to expose the usual mistake (a timer that never waits for the device, a loss averaged
 per replica, a search that tries every batch size), on the CPU, offline, and in well under a
@@ -68,6 +71,25 @@ def placeholder(value: object) -> bool:
     return value is None or value is Ellipsis
 
 
+def _template():  # the body an exercise cell's function has until the learner writes one
+    ...
+
+
+def untouched(value: object) -> bool:
+    """Whether ``value`` is an answer not yet written: ``...``, or a function whose body is
+    still only ``...`` (or ``pass``, or a docstring). A function with code of its own that
+    returns None is an attempt (a ``return`` left out), not this."""
+    code = getattr(value, "__code__", None)
+    return value is Ellipsis or (code is not None and code.co_code == _template.__code__.co_code)
+
+
+#: What an untouched exercise says: nothing more, so that "Run all" shows no hint
+UNTOUCHED = ("The cell above still holds its placeholder (`...`): replace it with your answer, "
+             "run it, then run this cell.")
+#: What an attempt that returned None says (then the hint)
+NO_RETURN = "Your code returned None where the task asks for a value: is a `return` missing?"
+
+
 def require(*values: object) -> None:
     """Raise :class:`NotDone` if any of ``values`` is still a placeholder."""
     if any(placeholder(v) for v in values):
@@ -80,14 +102,14 @@ class Verdict:
     title: str
     passed: bool
     message: str  # what passing proves, or what is wrong
-    hint: str  # shown when it did not pass
+    hint: str  # shown when an attempt did not pass ("" before any attempt)
     _shown: bool = field(default=False, compare=False, repr=False)
 
     def line(self) -> str:
         if self.passed:
             return f"✅ Exercise {self.exercise} ({self.title}): right. {self.message}"
-        return (f"❌ Exercise {self.exercise} ({self.title}): not yet. {self.message} "
-                f"Hint: {self.hint}")
+        hint = f" Hint: {self.hint}" if self.hint else ""
+        return f"❌ Exercise {self.exercise} ({self.title}): not yet. {self.message}{hint}"
 
     def record(self) -> dict:
         return {"exercise": self.exercise, "passed": self.passed}
@@ -130,11 +152,15 @@ def check(exercise_id: str, *answer, **named) -> Verdict:
     if exercise_id not in checks:
         raise KeyError(f"no exercise {exercise_id!r}; the course has {sorted(checks)}")
     ex = checks[exercise_id]
+    hint = ex.hint
     try:
         problem = ex.check(*answer, **named)
     except NotDone:
-        problem = "The cell above still holds its placeholder (`...`): complete it, run it, " \
-                  "then run this cell."
+        given = [*answer, *named.values()]
+        if not given or any(untouched(value) for value in given):
+            problem, hint = UNTOUCHED, ""  # not tried yet: no hint, never the solution
+        else:
+            problem = NO_RETURN
     except Exception as error:  # the learner's code failed: say where, in one line
         frames = traceback.extract_tb(error.__traceback__)
         theirs = [f for f in frames if "site-packages" not in f.filename
@@ -142,7 +168,7 @@ def check(exercise_id: str, *answer, **named) -> Verdict:
         frame = (theirs or frames)[-1]  # the learner's own line, where there is one
         problem = (f"Your code raised {type(error).__name__}: {error} "
                    f"(line {frame.lineno}: {(frame.line or '').strip()})")
-    verdict = Verdict(ex.id, ex.title, problem is None, problem or ex.right, ex.hint)
+    verdict = Verdict(ex.id, ex.title, problem is None, problem or ex.right, hint)
     _show(verdict)
     return verdict
 
