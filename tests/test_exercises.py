@@ -64,7 +64,7 @@ def test_an_untouched_exercise_says_not_yet_and_nothing_more(registered, registe
 
 def test_an_attempt_that_forgets_return_is_told_so_with_the_hint(registered_function):
     def attempt():
-        6 * 7  # noqa: B018  (the learner's line: no return)
+        answer = 6 * 7  # noqa: F841  (the learner's line, and no return)
 
     verdict = check(registered_function, attempt)
     assert verdict.message == exercises.NO_RETURN and "`return` missing" in verdict.message

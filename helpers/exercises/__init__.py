@@ -28,6 +28,7 @@ its own with :func:`exercise`.
 
 from __future__ import annotations
 
+import dis
 import html
 import importlib
 import pkgutil
@@ -71,16 +72,23 @@ def placeholder(value: object) -> bool:
     return value is None or value is Ellipsis
 
 
-def _template():  # the body an exercise cell's function has until the learner writes one
-    ...
+#: The instructions of a function that does nothing but return None or ``...`` (its body
+#: ``...``, ``pass`` or a docstring), in every Python the course runs on
+_NOTHING = {"RESUME", "NOP", "CACHE", "LOAD_CONST", "RETURN_VALUE", "RETURN_CONST"}
 
 
 def untouched(value: object) -> bool:
     """Whether ``value`` is an answer not yet written: ``...``, or a function whose body is
     still only ``...`` (or ``pass``, or a docstring). A function with code of its own that
     returns None is an attempt (a ``return`` left out), not this."""
+    if value is Ellipsis:
+        return True
     code = getattr(value, "__code__", None)
-    return value is Ellipsis or (code is not None and code.co_code == _template.__code__.co_code)
+    if code is None:
+        return False
+    return all(i.opname in _NOTHING and (i.opname not in ("LOAD_CONST", "RETURN_CONST")
+                                         or i.argval in (None, Ellipsis))
+               for i in dis.get_instructions(code))
 
 
 #: What an untouched exercise says: nothing more, so that "Run all" shows no hint
