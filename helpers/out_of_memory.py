@@ -2,8 +2,8 @@
 readings.
 
 Memory plumbing for notebook 06: the course's message when a device setting comes too
-late, memory measured in a child process, the largest-batch search, and the memory estimate.
-The lessons themselves (memory growth and limits, catching an OOM, gradient accumulation) are
+late, memory measured in a child process, and the largest-batch search. The lessons themselves
+(memory growth and limits, catching an OOM, the memory estimate, gradient accumulation) are
 written in the notebook's cells (helpers.lessons.out_of_memory holds its ``#@save`` ones).
 """
 
@@ -389,31 +389,3 @@ def budget_trial(model: str, x, y, budget_mb: float, steps: int = 2, policy: str
     return try_batch
 
 
-def estimate_mb(model, batch_size: int, optimizer_slots: int = 2) -> dict:
-    """A memory estimate for one training step, by part, in MiB.
-
-    All parameters; gradients and the optimizer's slots (Adam keeps two per weight) for
-    the *trainable* ones only, so frozen layers cost just their weights; plus
-    activations: every layer's output for ``batch_size`` examples, kept for the backward
-    pass. Blog posts' rule of thumb divides memory by the parameter count and forgets
-    the activations, which grow with the batch.
-    """
-
-    def size(weights) -> int:
-        return sum(int(np.prod(w.shape)) * 4 for w in weights)  # float32 variables
-
-    params, trainable = size(model.weights), size(model.trainable_weights)
-    activations = 0
-    for layer in model.layers:
-        shape = layer.output.shape[1:]
-        itemsize = 2 if "16" in str(layer.compute_dtype) else 4
-        activations += int(np.prod(shape)) * itemsize
-    parts = {
-        "parameters": params,
-        "gradients": trainable,
-        "optimizer slots": optimizer_slots * trainable,
-        "activations": activations * batch_size,
-    }
-    out = {name: value / 2**20 for name, value in parts.items()}
-    out["total"] = sum(out.values())
-    return out

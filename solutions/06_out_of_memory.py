@@ -27,7 +27,7 @@ tried = []  # the estimate stands in for the measured step: no child process, no
 
 def fits_by_estimate(batch):
     tried.append(batch)
-    return out_of_memory.estimate_mb(estimator, batch)["total"] <= params.budget_mb
+    return estimate_mb(estimator, batch)["total"] <= params.budget_mb
 
 
 found = largest_batch(fits_by_estimate, params.max_batch)

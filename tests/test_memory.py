@@ -148,14 +148,16 @@ def test_cpu_budget_search_uses_the_same_search(tf):
 
 
 def test_estimate_grows_with_the_batch_through_activations(tf):
-    small, large = (out_of_memory.estimate_mb(models.mnist_cnn(), b) for b in (32, 256))
+    from helpers.lessons import out_of_memory as lesson  # notebook 06's cell (imports TF)
+
+    small, large = (lesson.estimate_mb(models.mnist_cnn(), b) for b in (32, 256))
     assert small["parameters"] == large["parameters"] > 0
     assert large["activations"] == pytest.approx(8 * small["activations"])
     assert small["optimizer slots"] == pytest.approx(2 * small["gradients"])
     frozen = models.mnist_cnn()
     for layer in frozen.layers[:3]:  # freeze the rescaling and both convolutions
         layer.trainable = False
-    cold = out_of_memory.estimate_mb(frozen, 32)
+    cold = lesson.estimate_mb(frozen, 32)
     assert cold["parameters"] == pytest.approx(small["parameters"])  # weights still held
     assert cold["gradients"] < small["gradients"] and cold["total"] < small["total"]
 

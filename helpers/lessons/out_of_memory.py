@@ -19,6 +19,25 @@ def set_gpu_memory(gpus, limit_mb=0):
             tf.config.experimental.set_memory_growth(gpu, True)
 
 
+import numpy as np  # noqa: F811  (the same module as in Setup)
+
+
+def estimate_mb(model, batch_size, optimizer_slots=2):
+    """One training step's memory by part, in MiB: every weight; a gradient and Adam's slots
+    per trainable one; every layer's output for `batch_size` examples (kept for backward)."""
+    def size(weights):  # float32 variables
+        return sum(int(np.prod(w.shape)) * 4 for w in weights)
+
+    trainable = size(model.trainable_weights)  # frozen layers: no gradients, no slots
+    per_example = sum(int(np.prod(layer.output.shape[1:]))
+                      * (2 if "16" in str(layer.compute_dtype) else 4) for layer in model.layers)
+    parts = {"parameters": size(model.weights), "gradients": trainable,
+             "optimizer slots": optimizer_slots * trainable,
+             "activations": per_example * batch_size}
+    mib = {name: value / 2**20 for name, value in parts.items()}
+    return {**mib, "total": sum(mib.values())}
+
+
 def accumulated_gradients(model, loss_fn, x, y, micro_batch):
     """The gradient of the mean loss over x, computed micro_batch examples at a time."""
     total = len(x)
