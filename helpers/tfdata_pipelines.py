@@ -1,5 +1,5 @@
 """Plumbing of notebook 03 (tf.data pipelines): the latency harness, the pipeline comparison and
-the input-bound diagnosis.
+the input-bound diagnosis's verdict.
 
 The tf.data latency benchmark: where an input pipeline's time goes, and what each
 optimisation buys.
@@ -22,7 +22,8 @@ the ones other places reuse are in ``helpers.lessons.tfdata_pipelines``, generat
 What stays here is what the lesson is not about: writing an image folder to read from,
 damaging a file on purpose, a memory-fit rule and timing epochs.
 
-Is my model input-bound? Time the same training steps fed from memory and fed by a pipeline.
+Is my model input-bound? The notebook's ``input_bound`` cell times the same training steps fed
+from memory and fed by a pipeline; :func:`judge` here turns those times into the verdict.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from pathlib import Path
 
 from PIL import Image
 
-from helpers.timing import epoch_timer, measure, no_sync, steady_state
+from helpers.timing import measure, no_sync, steady_state
 
 
 @dataclass(frozen=True)
@@ -279,41 +280,11 @@ ADVICE = [
 THRESHOLD = 1.15  # a pipeline-fed epoch within 15% of the compute-only one is not input-bound
 
 
-def input_bound(model, dataset, steps: int, epochs: int = 3, full_pass_first: bool = True) -> dict:
-    """Compare steady-state epochs of ``steps`` steps: one real batch repeated from memory
-    (compute only) against batches from ``dataset`` (compute plus input). The two
-    alternate epoch by epoch; the first round (compiling) is left out of the medians.
-
-    ``model`` must be compiled. With ``full_pass_first`` the dataset is read once to
-    the end before timing, so a ``cache()`` in it is complete, as in any real epoch
-    after the first (a cache read only in part is thrown away). Returns both epoch
-    times, their ratio, the share of time spent waiting for input, a verdict, the
-    advice that applies, and every epoch's seconds.
-    """
-    import tensorflow as tf
-
-    if epochs < 2:
-        raise ValueError("epochs must be at least 2: the first epoch compiles")
-    if full_pass_first:
-        for _ in dataset:
-            pass
-    first = next(iter(dataset))
-    in_memory = tf.data.Dataset.from_tensors(first).repeat(steps).cache()
-    fed = dataset.repeat().take(steps)
-    # alternate the two, epoch by epoch, so a slow spell on a shared machine hits both
-    seconds = {"compute": [], "pipeline": []}
-    for _ in range(epochs):
-        for name, source in (("compute", in_memory), ("pipeline", fed)):
-            timer = epoch_timer()
-            model.fit(source, epochs=1, verbose=0, callbacks=[timer], shuffle=False)
-            seconds[name] += timer.seconds
-    return judge(seconds)
-
-
 def judge(seconds: dict[str, list[float]]) -> dict:
     """The diagnosis from epoch times: ``seconds["compute"]`` and ``seconds["pipeline"]``, one
-    figure per epoch, the first of each (compiling) left out of the medians. Kept apart from
-    the timing so that it can be checked with given figures."""
+    figure per epoch, the first of each (compiling) left out of the medians. Notebook 03's
+    ``input_bound`` cell times the epochs; this turns them into the ratio, the share of time
+    spent waiting for input, a verdict and the advice that applies."""
     times = {name: steady_state(values) for name, values in seconds.items()}
     ratio = times["pipeline"] / times["compute"]
     waiting = max(0.0, 1 - 1 / ratio)

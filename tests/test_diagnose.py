@@ -6,6 +6,14 @@ from helpers import data, models, tfdata_pipelines
 
 
 @pytest.fixture(scope="module")
+def lesson(tf):
+    """Notebook 03's cells (helpers.lessons.tfdata_pipelines): its input_bound."""
+    from helpers.lessons import tfdata_pipelines
+
+    return tfdata_pipelines
+
+
+@pytest.fixture(scope="module")
 def model_and_data(tf):
     images = data.load("digits", verbose=False)
     model = models.mnist_cnn()
@@ -38,15 +46,15 @@ def _check_structure(result, epochs):
     assert bool(result["advice"]) == result["input_bound"]
 
 
-def test_an_in_memory_pipeline_is_diagnosed(tf, model_and_data):
+def test_an_in_memory_pipeline_is_diagnosed(tf, lesson, model_and_data):
     model, x, y = model_and_data
-    result = tfdata_pipelines.input_bound(
+    result = lesson.input_bound(
         model, tf.data.Dataset.from_tensor_slices((x, y)).batch(64), steps=4
     )
     _check_structure(result, epochs=3)
 
 
-def test_a_slow_pipeline_is_diagnosed_from_real_epochs(tf, model_and_data):
+def test_a_slow_pipeline_is_diagnosed_from_real_epochs(tf, lesson, model_and_data):
     model, x, y = model_and_data
     reads = []
 
@@ -61,15 +69,7 @@ def test_a_slow_pipeline_is_diagnosed_from_real_epochs(tf, model_and_data):
         return image, label
 
     ds = tf.data.Dataset.from_tensor_slices((x, y)).map(slow).batch(8)
-    result = tfdata_pipelines.input_bound(model, ds, steps=3, epochs=2)
+    result = lesson.input_bound(model, ds, steps=3, epochs=2)
     _check_structure(result, epochs=2)
     # one full pass first, the first batch again, then 3 fed steps of 8 images per epoch
     assert len(reads) >= len(x) + 2 * 3 * 8
-
-
-def test_one_epoch_is_refused(tf, model_and_data):
-    model, x, y = model_and_data
-    with pytest.raises(ValueError, match="epochs must be at least 2"):
-        tfdata_pipelines.input_bound(
-            model, tf.data.Dataset.from_tensor_slices((x, y)).batch(64), steps=2, epochs=1
-        )

@@ -329,3 +329,15 @@ def test_one_command_moves_the_compat_stack_and_readmes_table(tmp_path, monkeypa
     assert compat.main(["readme", "--check"]) == 1
     with pytest.raises(SystemExit, match="--python='3'"):
         compat.set_image("2027-02", "x", "3", ["keras==3.16.0"])
+
+
+def test_new_cells_get_ids_no_other_cell_has_and_repeats_are_refused():
+    nb = make_notebook()
+    nb["cells"][3]["id"] = "cell-05"  # an older cell that took the id a new cell would get
+    nb["cells"].insert(5, nbformat.v4.new_markdown_cell("a new cell"))
+    del nb["cells"][5]["id"]
+    cleaned = nbclean.clean(nb, NAME, **CONF)
+    ids = [c["id"] for c in cleaned["cells"]]
+    assert len(ids) == len(set(ids)) and ids[5].startswith("cell-05-")
+    cleaned["cells"][5]["id"] = "cell-05"
+    assert any("cell ids must be unique" in p for p in problems(cleaned))

@@ -70,6 +70,9 @@ def check_notebook(path: Path, text: str, conf: dict, known_profiles: dict) -> l
         problems.append("name must be NN_snake_case.ipynb")
     nb = json.loads(text)
     cells = nb.get("cells", [])
+    ids = [c.get("id") for c in cells]
+    if repeated := sorted({i for i in ids if ids.count(i) > 1}):
+        problems.append(f"cell ids must be unique (nbformat renames repeats at random): {repeated}")
     if not cells or cells[0]["cell_type"] != "markdown" or not source(cells[0]).startswith("# "):
         problems.append("first cell must be markdown starting with an H1 title ('# ...')")
     url = colab_url(name, conf["repository"], conf["ref"])

@@ -72,7 +72,11 @@ def clean(nb: dict, name: str, repository: str, ref: str) -> dict:
         cell["metadata"] = kept_metadata(cell.get("metadata", {}))
         if cell is validation:
             cell["metadata"].update(copy.deepcopy(VALIDATION_METADATA))
-        cell.setdefault("id", f"cell-{index:02d}")
+        if not cell.get("id"):  # a new cell: an id no other cell of this notebook has
+            taken = {c.get("id") for c in nb.get("cells", [])}
+            cell["id"] = next(f"cell-{index:02d}" + (f"-{n}" if n else "")
+                              for n in range(len(taken) + 1)
+                              if f"cell-{index:02d}" + (f"-{n}" if n else "") not in taken)
         if cell["cell_type"] == "code":
             cell["outputs"], cell["execution_count"] = [], None
         else:

@@ -116,6 +116,26 @@ def count_examples(ds):
                          lambda n, batch: n + tf.shape(batch[0], out_type=tf.int64)[0]))
 
 
+from helpers.tfdata_pipelines import judge  # plumbing: the verdict and advice, from the times
+from helpers.timing import epoch_timer  # plumbing: each epoch's seconds, from fit's callbacks
+
+
+def input_bound(model, dataset, steps, epochs=3):
+    """Is `model` (compiled) waiting for `dataset`? Epochs of `steps` steps on one batch
+    repeated from memory (compute alone) against the pipeline (compute plus input)."""
+    for _ in dataset:  # one full pass first: a cache() in it is complete, as after epoch 1
+        pass
+    in_memory = tf.data.Dataset.from_tensors(next(iter(dataset))).repeat(steps).cache()
+    fed = dataset.repeat().take(steps)
+    seconds = {"compute": [], "pipeline": []}
+    for _ in range(epochs):  # alternated, epoch by epoch
+        for name, source in (("compute", in_memory), ("pipeline", fed)):
+            timer = epoch_timer()
+            model.fit(source, epochs=1, verbose=0, callbacks=[timer], shuffle=False)
+            seconds[name] += timer.seconds
+    return judge(seconds)  # pipeline / compute, steady-state medians, against the threshold
+
+
 import subprocess
 import threading
 
