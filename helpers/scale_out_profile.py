@@ -1,7 +1,8 @@
-"""Plumbing of notebook 07 (scale out and profile): the replica sweep, the multi-worker launcher
-and the trace reading.
+"""Plumbing of notebook 07 (scale out and profile): the replica devices, the multi-worker
+launcher and the trace reading.
 
-Throughput against the number of replicas, with ``MirroredStrategy`` on one machine.
+Throughput against the number of replicas, with ``MirroredStrategy`` on one machine: the sweep
+itself is notebook 07's cell (``helpers.lessons.scale_out_profile.sweep``); here, the devices.
 
 Real GPUs where there are several; one GPU split into logical GPUs; or the CPU split into
 logical devices. Split devices share the same hardware, so they show the cost of replication
@@ -58,7 +59,6 @@ from pathlib import Path
 import numpy as np
 
 from helpers import devices, processes
-from helpers.data_parallel import fit_classifier
 from helpers.devices import split_cpu
 from helpers.errors import LateConfigurationError, invalid, too_late
 from helpers.models import replica_classifier
@@ -119,41 +119,6 @@ def replica_devices(count: int, gpu_memory_mb: int | None = None) -> ReplicaDevi
     split_cpu(count)
     names = [d.name for d in tf.config.list_logical_devices("CPU")]
     return ReplicaDevices("cpu", names, f"CPU split into {count} logical devices", True)
-
-
-def sweep(
-    strategy_for, counts, x, y, per_replica_batch: int, epochs: int = 3, progress=None
-) -> list[dict]:
-    """Train the classifier of notebook 05 with ``fit`` under ``strategy_for(count)`` (notebook
-    07 shows the ``MirroredStrategy`` it builds) on each replica count, keeping the batch per
-    replica fixed (the global batch grows with the replicas, as when GPUs are added).
-
-    Returns one row per count: images/s (median of the epochs after the first), speedup over
-    one replica, and scaling efficiency (speedup / replicas)."""
-    rows = []
-    for count in counts:
-        run = fit_classifier(
-            strategy_for(count),
-            x,
-            y,
-            per_replica_batch * count,
-            epochs=epochs,
-            synchronized=False,  # as most training runs; see fit_classifier
-        )
-        rows.append(
-            {
-                "replicas": count,
-                "global_batch": per_replica_batch * count,
-                "images_per_s": run["images_per_s"],
-            }
-        )
-        if progress:
-            progress(rows[-1])
-    first = rows[0]
-    for row in rows:
-        row["speedup"] = row["images_per_s"] / first["images_per_s"]
-        row["efficiency"] = row["speedup"] / (row["replicas"] / first["replicas"])
-    return rows
 
 
 def plot(rows: list[dict], description: str):

@@ -18,12 +18,12 @@ SWEEP = textwrap.dedent("""
     from helpers.logs import import_tensorflow
     from helpers import data, scale_out_profile
     tf = import_tensorflow()
-    from helpers.lessons.scale_out_profile import strategy_for  # notebook 07's
+    from helpers.lessons.scale_out_profile import strategy_for, sweep  # notebook 07's
     devices = scale_out_profile.replica_devices(4)
     images = data.load("digits", verbose=False)
     # 4, or the GPUs there are
     counts = scale_out_profile.replica_counts(min(4, len(devices.names)))
-    rows = scale_out_profile.sweep(lambda n: strategy_for(devices, n), counts, images.x_train[:512],
+    rows = sweep(lambda n: strategy_for(devices, n), counts, images.x_train[:512],
                          images.y_train[:512], 16, epochs=2)
     kinds = [type(strategy_for(devices, n)).__name__ for n in (1, counts[-1])]
     print(json.dumps({"rows": rows, "kind": devices.kind, "shared": devices.shared_hardware,

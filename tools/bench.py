@@ -127,7 +127,7 @@ def bench_tfdata(
         with tf.distribute.OneDeviceStrategy(devices.device_name(kind)).scope():
             model = models.mnist_cnn()
             model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
-        report = tfdata_pipelines.input_bound(model, ds, steps, epochs)
+        report = lesson.input_bound(model, ds, steps, epochs)  # notebook 03's cell
     records.append(
         record(
             "tfdata_vs_compute_bound",
@@ -174,13 +174,13 @@ import json, sys
 from helpers.logs import import_tensorflow
 from helpers import data, scale_out_profile
 tf = import_tensorflow()
-from helpers.lessons.scale_out_profile import strategy_for  # notebook 07's
+from helpers.lessons.scale_out_profile import strategy_for, sweep  # notebook 07's
 replicas, per_replica, images, epochs = map(int, sys.argv[1:5])
 devices = scale_out_profile.replica_devices(replicas)
 source = data.load("mnist", verbose=False)
 x, y, _ = data.repeat_to(source.x_train, source.y_train, images)
 counts = [1, len(devices.names)]
-rows = scale_out_profile.sweep(lambda n: strategy_for(devices, n), counts, x, y, per_replica,
+rows = sweep(lambda n: strategy_for(devices, n), counts, x, y, per_replica,
                      epochs=epochs)
 print(json.dumps({"description": devices.description, "rows": rows}))
 """

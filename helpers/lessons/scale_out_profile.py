@@ -17,6 +17,26 @@ def strategy_for(devices, count):
     return tf.distribute.MirroredStrategy(devices.names[:count], cross_device_ops=cross)
 
 
+from helpers.data_parallel import fit_classifier  # notebook 05's fit under a strategy, timed
+
+
+def sweep(strategy_for, counts, x, y, per_replica_batch, epochs=3, progress=None):
+    """images/s, speedup and efficiency for each replica count, the batch per replica fixed."""
+    rows = []
+    for count in counts:
+        global_batch = per_replica_batch * count  # grows with the replicas, as with more GPUs
+        run = fit_classifier(strategy_for(count), x, y, global_batch, epochs=epochs,
+                             synchronized=False)  # plain batch norm, as most training runs
+        rows.append({"replicas": count, "global_batch": global_batch,
+                     "images_per_s": run["images_per_s"]})
+        if progress:
+            progress(rows[-1])
+    for row in rows:
+        row["speedup"] = row["images_per_s"] / rows[0]["images_per_s"]
+        row["efficiency"] = row["speedup"] / (row["replicas"] / rows[0]["replicas"])
+    return rows
+
+
 def tf_config(addresses, index):
     """Worker `index`'s TF_CONFIG; on real machines the addresses are each one's host:port."""
     return {"cluster": {"worker": list(addresses)}, "task": {"type": "worker", "index": index}}
