@@ -92,50 +92,6 @@ def from_gan_range(images):
     return np.uint8(np.clip((np.asarray(images, dtype="float32") + 1) * 127.5, 0, 255))
 
 
-def epoch_batches(images, batch_size: int, seed: int = 0):
-    """``make_dataset(epoch)`` for :func:`run_batches`: the images in [-1, 1],
-    in an order fixed by (seed, epoch) alone, in full batches (the remainder is dropped, so
-    every step sees ``batch_size`` images and shapes stay static for XLA and TPUs).
-
-    ``epoch`` may be a Python int or a scalar tensor: :func:`run_batches` builds the whole
-    run as one stream with ``Dataset.flat_map``. The order is a stateless shuffle of the indices
-    (``tf.random.experimental.stateless_shuffle``), so it does not depend on TensorFlow's
-    global seed."""
-    import tensorflow as tf
-
-    pixels = tf.constant(images)
-    count = (len(images) // batch_size) * batch_size
-
-    def make(epoch):
-        key = tf.stack([tf.constant(seed, tf.int64), tf.cast(epoch, tf.int64)])
-        order = tf.random.experimental.stateless_shuffle(tf.range(len(images)), seed=key)
-        return (
-            tf.data.Dataset.from_tensor_slices(order[:count])
-            .batch(batch_size, drop_remainder=True)
-            .map(lambda index: to_gan_range(tf.gather(pixels, index)))
-            .prefetch(tf.data.AUTOTUNE)
-        )
-
-    return make
-
-
-def run_batches(make_dataset, epochs: int, steps_per_epoch: int, step: int = 0):
-    """The rest of a run from ``step`` as one stream of batches: epochs ``step //
-    steps_per_epoch`` to ``epochs``, each ``make_dataset(epoch)`` (the same order every time it
-    is asked for the same epoch), skipping the batches a resumed epoch already trained on.
-    One stream, one iterator: an iterator per epoch cost 0.2-4 s each time one was released,
-    measured on a CPU, which halved the epochs' images/s."""
-    import tensorflow as tf
-
-    first = step // steps_per_epoch
-    return (
-        tf.data.Dataset.range(first, max(first, epochs))
-        .flat_map(lambda epoch: make_dataset(epoch).take(steps_per_epoch))
-        .skip(step - first * steps_per_epoch)
-        .prefetch(tf.data.AUTOTUNE)
-    )
-
-
 def architecture_for(shape, requested: str = "auto") -> str:
     """ "tutorial" for 28x28 images and "dcgan" for 32x32 or 64x64, unless one is asked for."""
     if requested != "auto":

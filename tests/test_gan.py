@@ -45,8 +45,10 @@ def run_script(fresh_process, *args, killed=False):
 
 
 def test_epoch_batches_depend_on_seed_and_epoch_only(tf):
+    from helpers.lessons import dcgan as lesson
+
     images = np.arange(10 * 2 * 2, dtype="uint8").reshape(10, 2, 2, 1)
-    make = dcgan.epoch_batches(images, batch_size=4, seed=3)
+    make = lesson.epoch_batches(images, batch_size=4, seed=3)
 
     def firsts(dataset):  # each image's first pixel identifies it
         return [list(np.rint((b[:, 0, 0, 0].numpy() + 1) * 127.5).astype(int)) for b in dataset]
@@ -56,9 +58,9 @@ def test_epoch_batches_depend_on_seed_and_epoch_only(tf):
     assert len(set(sum(epoch_1, []))) == 8  # no image twice in an epoch
     assert firsts(make(tf.constant(1, tf.int64))) == epoch_1  # a tensor epoch: same order
     tf.random.set_seed(99)  # the global seed does not change it
-    assert firsts(dcgan.epoch_batches(images, 4, seed=3)(1)) == epoch_1
+    assert firsts(lesson.epoch_batches(images, 4, seed=3)(1)) == epoch_1
     assert firsts(make(2)) != epoch_1
-    assert firsts(dcgan.epoch_batches(images, 4, seed=4)(1)) != epoch_1
+    assert firsts(lesson.epoch_batches(images, 4, seed=4)(1)) != epoch_1
 
 
 def lesson_run(tmp_path, policy="float32", d_steps=1):
@@ -73,14 +75,16 @@ def lesson_run(tmp_path, policy="float32", d_steps=1):
 def test_run_batches_resume_exactly_where_the_run_stands(tf):
     """One stream for the rest of the run (an iterator per epoch cost seconds each time one
     was released): from step 3 it is the uninterrupted stream's tail, batch for batch."""
+    from helpers.lessons import dcgan as lesson
+
     images = data.load("digits", limit=64, verbose=False)
-    make = dcgan.epoch_batches(images.x_train, 16, seed=1)
-    whole = [b.numpy()[:, 0, 0, 0] for b in dcgan.run_batches(make, 3, 4)]
-    tail = [b.numpy()[:, 0, 0, 0] for b in dcgan.run_batches(make, 3, 4, step=3)]
+    make = lesson.epoch_batches(images.x_train, 16, seed=1)
+    whole = [b.numpy()[:, 0, 0, 0] for b in lesson.run_batches(make, 3, 4)]
+    tail = [b.numpy()[:, 0, 0, 0] for b in lesson.run_batches(make, 3, 4, step=3)]
     assert len(whole) == 12 and len(tail) == 9
     for a, b in zip(whole[3:], tail, strict=True):
         np.testing.assert_array_equal(a, b)
-    assert list(dcgan.run_batches(make, 3, 4, step=12)) == []
+    assert list(lesson.run_batches(make, 3, 4, step=12)) == []
 
 
 def test_the_lesson_step_wraps_both_optimizers_for_float16_and_skips_non_finite_steps(tf):
@@ -146,7 +150,7 @@ def test_the_training_loop_counts_steps_on_the_host_and_reads_losses_in_batches(
             return variable.assign(value)
 
     run.step = Step()
-    final = lesson.train(run, dcgan.epoch_batches(images.x_train, 2), 1, 45, every=30,
+    final = lesson.train(run, lesson.epoch_batches(images.x_train, 2), 1, 45, every=30,
                         step_fn=counted_step)
     assert final == 45 and len(device_reads) == 1 and int(variable) == 45
     assert sorted(set(reads)) == [20, 30, 45]  # 20 queued, a checkpoint, the epoch's end
@@ -190,14 +194,14 @@ def test_a_corrupt_latest_checkpoint_falls_back_and_no_good_one_is_pruned(tf, tm
 
     images = data.load("digits", limit=64, verbose=False)
     run = lesson_run(tmp_path)
-    lesson.train(run, dcgan.epoch_batches(images.x_train, 16), 1, 3, every=1)
+    lesson.train(run, lesson.epoch_batches(images.x_train, 16), 1, 3, every=1)
     assert saved(run) == ["ckpt-1", "ckpt-2", "ckpt-3"]
     damage(run.manager.latest_checkpoint)
     capsys.readouterr()
     resumed = lesson_run(tmp_path)
     assert "ckpt-3 could not be read" in capsys.readouterr().out
     assert int(resumed.step) == 2 and resumed.history.losses[-1][0] == 2
-    lesson.train(resumed, dcgan.epoch_batches(images.x_train, 16), 2, 3, every=1)
+    lesson.train(resumed, lesson.epoch_batches(images.x_train, 16), 2, 3, every=1)
     names = {p.name.split(".")[0] for p in (tmp_path / "checkpoints").glob("ckpt-*.index")}
     assert names == {f"ckpt-{n}" for n in range(1, 7)}, "the good ckpt-1 and ckpt-2 were kept"
     again = lesson_run(tmp_path)  # the next session resumes from the newest, and prunes again
@@ -211,7 +215,7 @@ def test_a_checkpoint_of_other_settings_stops_the_run_and_all_survive(tf, tmp_pa
 
     images = data.load("digits", limit=64, verbose=False)
     run = lesson_run(tmp_path, policy="mixed_float16")  # a GPU session's run
-    lesson.train(run, dcgan.epoch_batches(images.x_train, 16), 1, 3, every=1)
+    lesson.train(run, lesson.epoch_batches(images.x_train, 16), 1, 3, every=1)
     before = {p.name: p.read_bytes() for p in (tmp_path / "checkpoints").iterdir()}
     with pytest.raises(RunSettingsChanged, match="ckpt-3 holds other variables .*nothing was "
                                                  "deleted"):
@@ -225,7 +229,7 @@ def test_a_run_whose_checkpoints_are_all_unreadable_stops(tf, tmp_path):
 
     images = data.load("digits", limit=64, verbose=False)
     run = lesson_run(tmp_path)
-    lesson.train(run, dcgan.epoch_batches(images.x_train, 16), 1, 2, every=1)
+    lesson.train(run, lesson.epoch_batches(images.x_train, 16), 1, 2, every=1)
     for checkpoint in run.manager.checkpoints:
         damage(checkpoint)
     with pytest.raises(RunUnreadable, match="no checkpoint in .* could be read; nothing was"):
@@ -239,7 +243,7 @@ def test_history_grids_gif_and_plot(tf, tmp_path):
 
     images = data.load("digits", limit=64, verbose=False)
     run = lesson_run(tmp_path)
-    lesson.train(run, dcgan.epoch_batches(images.x_train, 16), 2, 2, every=100)
+    lesson.train(run, lesson.epoch_batches(images.x_train, 16), 2, 2, every=100)
     assert [row[0] for row in run.history.losses] == [1, 2, 3, 4]
     assert [row["epoch"] for row in run.history.epochs] == [1, 2]
     grids = run.history.grids()

@@ -6,8 +6,37 @@ notebook, then run ``make lessons``. ``make test`` fails if this file and the no
 
 # ruff: noqa: E402
 
+import tensorflow as tf  # noqa: F811  (the same module as in Setup)
+
+from helpers.dcgan import to_gan_range  # uint8 images to float32 in [-1, 1]
+
+
+def epoch_batches(images, batch_size, seed=0):
+    """`make(epoch)`: that epoch's full batches in [-1, 1], in an order fixed by (seed, epoch)."""
+    pixels = tf.constant(images)
+    count = (len(images) // batch_size) * batch_size  # full batches: static shapes for XLA
+
+    def make(epoch):  # a Python int, or a scalar tensor (run_batches passes one)
+        key = tf.stack([tf.constant(seed, tf.int64), tf.cast(epoch, tf.int64)])
+        order = tf.random.experimental.stateless_shuffle(tf.range(len(images)), seed=key)
+        return (tf.data.Dataset.from_tensor_slices(order[:count])
+                .batch(batch_size, drop_remainder=True)
+                .map(lambda index: to_gan_range(tf.gather(pixels, index)))
+                .prefetch(tf.data.AUTOTUNE))
+    return make
+
+
+def run_batches(make_dataset, epochs, steps_per_epoch, step=0):
+    """Epochs `step // steps_per_epoch` to `epochs` as one stream, starting at `step`."""
+    first = step // steps_per_epoch
+    return (tf.data.Dataset.range(first, max(first, epochs))
+            .flat_map(lambda epoch: make_dataset(epoch).take(steps_per_epoch))
+            .skip(step - first * steps_per_epoch)  # the batches this epoch already trained on
+            .prefetch(tf.data.AUTOTUNE))
+
+
 import keras
-import tensorflow as tf
+import tensorflow as tf  # noqa: F811  (the same module as above)
 
 from helpers import dcgan  # plumbing: the networks, the run's batches, history and scores
 
@@ -199,7 +228,7 @@ def start_run(settings, shape, scorer=None):
 def train(run, make_batches, epochs, steps_per_epoch, every=200, read_back=20, step_fn=None):
     step_fn = step_fn or run.train_step
     step = int(run.step.numpy())  # read back once; from here on counted on the host
-    batches = iter(dcgan.run_batches(make_batches, epochs, steps_per_epoch, step))
+    batches = iter(run_batches(make_batches, epochs, steps_per_epoch, step))
     for epoch in range(step // steps_per_epoch, epochs):
         start, images, pending = time.perf_counter(), 0, []
         while step < (epoch + 1) * steps_per_epoch:
@@ -240,5 +269,5 @@ def child_main(settings, die_at_step):
         return run.train_step(batch)
 
     steps_per_epoch = len(images.x_train) // s["batch_size"]
-    make_batches = dcgan.epoch_batches(images.x_train, s["batch_size"], seed=0)
+    make_batches = epoch_batches(images.x_train, s["batch_size"], seed=0)
     train(run, make_batches, s["epochs"], steps_per_epoch, s["every"], step_fn=dying_step)

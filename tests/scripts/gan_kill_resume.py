@@ -22,7 +22,7 @@ tf.config.experimental.enable_op_determinism()
 
 import numpy as np  # noqa: E402
 
-from helpers import data, dcgan  # noqa: E402
+from helpers import data  # noqa: E402
 from helpers.lessons import dcgan as lesson  # noqa: E402
 
 run_dir, die_at, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
@@ -40,7 +40,7 @@ def dying_step(batch):
     return run.train_step(batch)
 
 
-make_batches = dcgan.epoch_batches(images.x_train, 32, seed=3)
+make_batches = lesson.epoch_batches(images.x_train, 32, seed=3)
 lesson.train(run, make_batches, 2, 4, every=3, step_fn=dying_step)
 weights = run.generator.get_weights() + run.discriminator.get_weights()
 np.savez(out, *weights, step=int(run.step.numpy()))
