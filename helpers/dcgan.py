@@ -1,13 +1,13 @@
-"""Plumbing of notebook 04 (DCGAN), reused by 05 and 08: the run's data, checkpoints and history,
-the network pair, the scorer and the batch-norm/dropout layers.
+"""Plumbing of notebook 04 (DCGAN), reused by 05 and 08: the run's history, the network pair,
+the scorer and the batch-norm/dropout layers.
 
 The DCGAN plumbing that is not the lesson, all in one module.
 
 Notebook 04 shows the lesson itself in its own cells (the models' construction, the
-``@tf.function`` step with two tapes, loss scaling, checkpoints, the training loop; saved as
-:mod:`helpers.lessons.dcgan`). What stays here: the precision/XLA choice per device, the
-epoch batches, the run's history (losses, grids, scores), the GIF, the curves, where the
-run lives (Drive on Colab). Notebook 05 runs notebook 04's step itself under a
+``@tf.function`` step with two tapes, loss scaling, the epoch batches and the run's stream of
+them, checkpoints, the training loop; saved as :mod:`helpers.lessons.dcgan`). What stays here:
+the precision/XLA choice per device, the run's history (losses, grids, scores), the GIF, the
+curves, where the run lives (Drive on Colab). Notebook 05 runs notebook 04's step itself under a
 ``tf.distribute`` strategy: there is one GAN step in the course.
 
 DCGAN generators and discriminators: the TF tutorial's 28x28 pair and the classic

@@ -38,7 +38,7 @@ def run_batches(make_dataset, epochs, steps_per_epoch, step=0):
 import keras
 import tensorflow as tf  # noqa: F811  (the same module as above)
 
-from helpers import dcgan  # plumbing: the networks, the run's batches, history and scores
+from helpers import dcgan  # plumbing: the networks' layers, the history and the scores
 
 
 def make_optimizer(policy, learning_rate=2e-4, beta_1=0.5):
