@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from types import SimpleNamespace
 
 from helpers.exercises import exercise, require
@@ -17,8 +18,17 @@ from helpers.exercises import exercise, require
                 "and its own place in it.")
 def tf_config_env(fn) -> str | None:
     addresses = ["10.0.0.1:2222", "10.0.0.2:2222", "10.0.0.3:2222"]
+    before = os.environ.get("TF_CONFIG")
     for index in range(len(addresses)):
         got = fn(list(addresses), index)
+        if os.environ.get("TF_CONFIG") != before:  # this kernel is no worker: leave it alone
+            if before is None:
+                os.environ.pop("TF_CONFIG", None)
+            else:
+                os.environ["TF_CONFIG"] = before
+            return ("It set TF_CONFIG in this kernel's own environment: return the string, and "
+                    "leave the kernel's environment as it was (the launcher gives each worker "
+                    "its own).")
         require(got)
         if isinstance(got, dict):
             return ("It returned a dict: an environment variable holds a string, so write the "
@@ -50,6 +60,9 @@ def scaling_efficiency(fn) -> str | None:
     cases = [
         ({4: 3000.0, 1: 1000.0, 2: 1800.0}, {1: 1.0, 2: 0.9, 4: 0.75}),  # not in replica order
         ({2: 1000.0, 8: 2000.0}, {2: 1.0, 8: 0.5}),  # the smallest count measured is 2
+        # one replica faster than two (logical devices of one chip): the baseline is the
+        # smallest replica count, not the slowest
+        ({2: 1000.0, 1: 1250.0, 4: 2000.0}, {1: 1.0, 2: 0.4, 4: 0.4}),
     ]
     for measured, expected in cases:
         got = fn(dict(measured))
@@ -81,7 +94,8 @@ def _summary(input_share: float, idle_share: float):
           right="From a trace's two shares you can say which fix comes first.")
 def first_fix(fn) -> str | None:
     cases = [((0.5, 0.6), "input"), ((0.05, 0.5), "idle"), ((0.15, 0.4), "compute"),
-             ((0.0, 0.1), "compute"), ((0.3, 0.9), "input")]
+             ((0.0, 0.1), "compute"), ((0.3, 0.9), "input"),
+             ((0.2, 0.25), "compute"), ((0.0, 0.3), "compute")]  # "more than": not at 20%, 30%
     for (input_share, idle_share), want in cases:
         got = fn(_summary(input_share, idle_share))
         require(got)
