@@ -2,6 +2,7 @@
 each get their own "not yet". The timing checks run on a stand-in device whose costs are sleeps
 the check chooses, so nothing here compares two real timings."""
 
+import statistics
 import time
 
 import numpy as np
@@ -105,6 +106,49 @@ def test_timing_milliseconds_are_caught(tf):
 def test_timing_the_mean_is_caught(tf):
     got = verdict("02.1", lambda fn, r: total_over_repeats(fn, r, tf))
     assert not got.passed and "median" in got.message
+
+
+def best_sample(fn, repeats, tf):  # timeit's way: the fastest sample
+    fn()
+    tf.test.experimental.sync_devices()
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        tf.test.experimental.sync_devices()
+        samples.append(time.perf_counter() - start)
+    return min(samples)
+
+
+def test_timing_the_best_sample_is_caught(tf):
+    got = verdict("02.1", lambda fn, r: best_sample(fn, r, tf))
+    assert not got.passed and "not the best one (`min`" in got.message
+
+
+CELL_LEVEL_SYNC = """
+sync = tf.test.experimental.sync_devices  # bound once, at the top of the learner's cell
+
+
+def time_it(fn, repeats):
+    fn()
+    sync()
+    samples = []
+    for _ in range(repeats):
+        sync()
+        start = time.perf_counter()
+        fn()
+        sync()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+"""
+
+
+def test_timing_with_sync_bound_at_the_top_of_the_cell_is_right(tf):
+    cell = {"tf": tf, "time": time, "statistics": statistics}
+    exec(CELL_LEVEL_SYNC, cell)
+    got = verdict("02.1", cell["time_it"])
+    assert got.passed, got.message
+    assert cell["sync"] is tf.test.experimental.sync_devices, "the learner's name, put back"
 
 
 def test_timing_check_restores_sync_devices(tf):
