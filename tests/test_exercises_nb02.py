@@ -259,3 +259,28 @@ def test_mean_loss_mistakes_are_caught(tf, answer, says):
 def test_mean_loss_the_sum_is_not_the_mean(tf):
     got = verdict("02.3", lambda s, n: the_sum(s, n, tf))
     assert not got.passed and "their mean is 3.5" in got.message
+
+
+def a_tensor(step, steps, tf):  # right mean, but a tensor: the caller's print would wait
+    return tf.add_n([step() for _ in range(steps)]) / steps
+
+
+def test_mean_loss_a_tensor_is_not_a_python_float(tf):
+    got = verdict("02.3", lambda s, n: a_tensor(s, n, tf))
+    assert not got.passed and "not a Python float" in got.message
+
+
+def numpy_accumulator(step, steps):  # NumPy scalar + tensor: TensorFlow adds it, no read
+    total = np.float32(0.0)
+    for _ in range(steps):
+        total = total + step()
+    return float(total) / steps
+
+
+def test_mean_loss_a_numpy_accumulator_is_right(tf):
+    """A NumPy scalar plus a tensor is the tensor's addition (``__array_priority__``), with no
+    read: the stand-in behaves as TensorFlow's tensors do."""
+    got = verdict("02.3", numpy_accumulator)
+    assert got.passed, got.message
+    real = tf.constant(2.0)
+    assert "EagerTensor" in type(np.float32(1.0) + real).__name__  # what the stand-in mimics

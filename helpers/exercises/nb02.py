@@ -227,6 +227,8 @@ class _Loss:
     """A stand-in for a loss tensor on the device: TensorFlow may compute with it (no read),
     but its value reaches Python only by a read, which the check records."""
 
+    __array_priority__ = 100  # as TensorFlow's tensors: NumPy hands `np_value + loss` to us
+
     def __init__(self, value: float, log: list):
         self._value, self._log = value, log
 
@@ -293,10 +295,11 @@ def mean_loss(average) -> str | None:
     if early:
         return (f"It read {early} loss value(s) before the last step: each read makes Python "
                 "wait for the device, and the device then waits for Python. Read after the loop.")
-    try:
-        value = float(result)
-    except (TypeError, ValueError):
-        return f"It returned a {type(result).__name__}, not a number."
+    if isinstance(result, bool) or not isinstance(result, numbers.Real):
+        kind = "tensor" if hasattr(result, "numpy") or hasattr(result, "dtype") else "value"
+        return (f"It returned a {type(result).__name__} ({kind}), not a Python float: read the "
+                "total once, after the loop, with `float(...)`.")
+    value = float(result)
     expected = (steps + 1) / 2
     if abs(value - expected) > 1e-5:
         return f"It returned {value:g} for losses 1 to {steps}: their mean is {expected:g}."
