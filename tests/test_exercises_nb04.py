@@ -85,6 +85,50 @@ def test_loss_scaling_catches_unscaling_twice(tf, solved):
     assert not verdict.passed and "times the right amount" in verdict.message
 
 
+def test_loss_scaling_catches_the_scaled_loss_returned(tf, solved):
+    def returns_scaled(model, optimizer, loss_fn, x, y):
+        with tf.GradientTape() as tape:
+            loss = optimizer.scale_loss(loss_fn(y, model(x, training=True)))
+        optimizer.apply(tape.gradient(loss, model.trainable_variables), model.trainable_variables)
+        return loss  # the scaled one
+
+    verdict = check("04.1", solved["float16_optimizer"], returns_scaled)
+    assert not verdict.passed and "that is the scaled loss" in verdict.message
+
+
+def test_loss_scaling_the_inner_optimizers_apply_is_named(tf, solved):
+    def inner_apply(model, optimizer, loss_fn, x, y):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, model(x, training=True))
+            scaled = optimizer.scale_loss(loss)
+        grads = tape.gradient(scaled, model.trainable_variables)
+        optimizer.inner_optimizer.apply(grads, model.trainable_variables)  # never unscaled
+        return loss
+
+    verdict = check("04.1", solved["float16_optimizer"], inner_apply)
+    assert not verdict.passed and "never unscaled" in verdict.message
+    assert "`optimizer.apply`" in verdict.message
+
+
+def test_loss_scaling_right_written_otherwise(tf):
+    import keras
+
+    def wrap(optimizer):
+        return keras.optimizers.LossScaleOptimizer(optimizer, initial_scale=2.0**12)
+
+    def step(model, optimizer, loss_fn, x, y):
+        with tf.GradientTape() as tape:
+            predictions = model(x, training=True)
+            loss = loss_fn(y, predictions)
+            scaled_loss = optimizer.scale_loss(loss)
+        gradients = tape.gradient(scaled_loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(gradients, model.trainable_variables, strict=True))
+        return loss
+
+    verdict = check("04.1", wrap, step)
+    assert verdict.passed, verdict.message
+
+
 # 04.2: resume
 
 

@@ -41,8 +41,10 @@ def float16_step(make_optimizer, step) -> str | None:
     if optimizer.inner_optimizer is not inner:
         return ("`float16_optimizer` wrapped a new optimizer, not the one it was given: "
                 "wrap `optimizer` itself, so that its settings (learning rate...) are kept.")
+    start = 2.0**-20  # every weight: exact in float16, and float32 keeps steps of 1e-13 from it
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(
-        1, use_bias=False, kernel_initializer="zeros", dtype="mixed_float16")])
+        1, use_bias=False, kernel_initializer=keras.initializers.Constant(start),
+        dtype="mixed_float16")])
 
     def loss_fn(y, predictions):  # float32, and tiny
         return tf.reduce_mean(tf.cast(predictions, "float32") * y)
@@ -57,15 +59,25 @@ def float16_step(make_optimizer, step) -> str | None:
         return ("`tape.gradient` gave no gradients: compute the scaled loss inside the "
                 "`with tf.GradientTape()` block, so that the tape records it.")
     require(loss)
-    moved = -model.trainable_variables[0].numpy().ravel()
+    moved = start - model.trainable_variables[0].numpy().ravel()  # by -gradient (plain SGD)
     expected = TINY * np.mean(INPUTS, axis=0)
     if not np.any(moved):
         return ("The weights did not move: their float16 gradients underflowed to zero. Take "
                 "the gradients of `optimizer.scale_loss(loss)`, not of `loss`.")
     if not np.allclose(moved, expected, rtol=0.02):
         ratio = float(np.median(moved / expected))
+        if ratio > 2:  # the scaled gradients applied as they are
+            return (f"The weights moved by {ratio:.3g} times the right amount, the loss scale: "
+                    "the gradients were never unscaled. Call the `LossScaleOptimizer`'s own "
+                    "`apply` (`optimizer.apply`), which unscales them; its `inner_optimizer` "
+                    "does not.")
         return (f"The weights moved by {ratio:.3g} times the right amount: `apply` unscales "
                 "the gradients itself, so pass it the scaled loss's gradients unchanged.")
+    unscaled = start * float(np.sum(INPUTS[0])) * TINY  # mean(prediction * y), before it
+    if not math.isclose(float(loss), unscaled, rel_tol=0.02):
+        scale = float(np.median(float(loss) / unscaled))
+        return (f"It returned {float(loss):.3g}, {scale:.3g} times the loss: that is the "
+                "scaled loss, which only the tape needs. Return `loss` itself.")
     return None
 
 
