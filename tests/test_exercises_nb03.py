@@ -19,7 +19,7 @@ def placeholder(*_):
 # 03.1: reorder a slow tf.data chain
 
 def chain_of(tf, *, decode_calls=True, cache="after decode", shuffle="after cache",
-             reshuffle=True, augment="before batch", drop=False, prefetch=True):
+             reshuffle=True, augment="before batch", drop=False, prefetch=True, buffer=100):
     auto = tf.data.AUTOTUNE
 
     def build(records, decode, augment_fn, batch_size):
@@ -28,7 +28,7 @@ def chain_of(tf, *, decode_calls=True, cache="after decode", shuffle="after cach
         ds = ds.map(decode, num_parallel_calls=calls)
         ds = ds.cache() if cache == "after decode" else ds
         if shuffle == "after cache":
-            ds = ds.shuffle(100, reshuffle_each_iteration=reshuffle)
+            ds = ds.shuffle(buffer, reshuffle_each_iteration=reshuffle)
         if augment == "before batch":
             ds = ds.map(augment_fn, num_parallel_calls=auto)
         ds = ds.cache() if cache == "after augment" else ds
@@ -67,6 +67,7 @@ def test_the_notebooks_slow_chain_is_not_right(tf):
     ({"reshuffle": False}, "one order for every epoch"),
     ({"augment": "after batch"}, "augments whole batches"),
     ({"drop": True}, "keep every example once"),
+    ({"buffer": 1}, "its shuffle does not shuffle"),
 ])
 def test_chain_mistakes_are_caught(tf, wrong, says):
     got = verdict("03.1", chain_of(tf, **wrong))
@@ -88,9 +89,11 @@ def test_chain_reads_the_steps_in_order(tf):
 
 # 03.2: skip the files that do not decode
 
-def loader(tf, *, ignore="after map", channels=1):
+def loader(tf, *, ignore="after map", channels=1):  # channels=None: decode_image's own
     def load(path, label):
-        image = tf.io.decode_image(tf.io.read_file(path), channels, expand_animations=False)
+        contents = tf.io.read_file(path)
+        image = (tf.io.decode_image(contents, expand_animations=False) if channels is None
+                 else tf.io.decode_image(contents, channels, expand_animations=False))
         return image, label
 
     def build(paths, labels):
@@ -111,11 +114,24 @@ def test_load_images_right_answer_passes(tf):
     ({"ignore": "before map"}, "must come after the map"),
     ({"ignore": "nowhere"}, "must come after the map"),
     ({"channels": 3}, "one channel"),
+    ({"channels": None}, "one channel"),  # each file's own channels: the colour one has 3
 ])
 def test_load_images_mistakes_are_caught(tf, wrong, says):
     got = verdict("03.2", loader(tf, **wrong))
     assert not got.passed
     assert says in got.message
+
+
+def test_load_images_right_written_otherwise(tf):
+    def decode_png(paths, labels):
+        def load(path, label):
+            return tf.io.decode_png(tf.io.read_file(path), channels=1), label
+
+        ds = tf.data.Dataset.from_tensor_slices((paths, labels)).map(load)
+        return ds.ignore_errors(log_warning=True)
+
+    got = verdict("03.2", decode_png)
+    assert got.passed, got.message
 
 
 def test_load_images_placeholder_and_lost_files(tf):
