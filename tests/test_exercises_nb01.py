@@ -3,6 +3,7 @@ and not yet to the placeholder and to the usual wrong answers."""
 
 import os
 
+import numpy as np
 import pytest
 
 from helpers.exercises import check
@@ -21,6 +22,9 @@ def test_gpu_count(tf):
     assert UNTOUCHED in check("01.1", ...).message
     assert "not an int" in check("01.1", tf.config.list_physical_devices("GPU")).message
     assert "but TensorFlow sees" in check("01.1", 99).message
+    gpus = tf.config.list_physical_devices("GPU")
+    assert check("01.1", np.int64(np.size(np.array(gpus, dtype=object)))).passed  # NumPy's int
+    assert check("01.1", sum(1 for d in gpus if d.device_type == "GPU")).passed
 
 
 def test_hidden_gpu_env():

@@ -3,6 +3,7 @@ wrong, to the untouched exercise and to the usual mistakes."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from helpers.exercises import check
@@ -56,9 +57,26 @@ def past_the_limit(fits, limit):  # doubles beyond limit, where everything fits
     return min(bisecting(fits, limit, capped=False), limit)
 
 
+def plain_bisection(fits, limit):  # first tries limit / 2: an OOM where little fits
+    good, bad = 0, limit + 1
+    while bad - good > 1:
+        middle = (good + bad) // 2
+        good, bad = (middle, bad) if fits(middle) else (good, middle)
+    return good
+
+
+def numpy_integers(fits, limit):  # right: NumPy's integers are integers
+    return np.int64(bisecting(lambda b: fits(int(b)), int(np.int64(limit))))
+
+
 def test_06_1_right(solved):
     result = verdict("06.1", solved["largest_batch"])
     assert result.passed, result.message
+
+
+@pytest.mark.parametrize("answer", [bisecting, numpy_integers])
+def test_06_1_right_written_otherwise(answer):
+    assert verdict("06.1", answer).passed
 
 
 @pytest.mark.parametrize(("answer", "expected"), [
@@ -67,6 +85,7 @@ def test_06_1_right(solved):
     (doubling_only, "the last doubling that fit"),
     (past_the_limit, "try only whole batch sizes from 1 to"),
     (lambda fits, limit: bisecting(fits, limit) or None, "return 0"),
+    (plain_bisection, "plain bisection starts at limit / 2"),
 ])
 def test_06_1_wrong(answer, expected):
     result = verdict("06.1", answer)
@@ -135,6 +154,16 @@ def rounding_up(target_batch, largest_fits):  # the usual first try: 9 x 111 for
 def test_06_3_right(solved):
     result = verdict("06.3", solved["accumulation_plan"])
     assert result.passed, result.message
+
+
+def with_numpy(target_batch, largest_fits):  # the divisors found with NumPy: np.int64s
+    steps = np.arange(1, target_batch + 1)
+    fit = steps[(target_batch % steps == 0) & (target_batch // steps <= largest_fits)][0]
+    return target_batch // fit, fit
+
+
+def test_06_3_right_with_numpy_integers():
+    assert verdict("06.3", with_numpy).passed
 
 
 @pytest.mark.parametrize(("answer", "expected"), [

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import numbers
 import os
 
 from helpers.exercises import exercise, require
@@ -16,7 +17,7 @@ def gpu_count(count) -> str | None:
     import tensorflow as tf
 
     seen = len(tf.config.list_physical_devices("GPU"))
-    if isinstance(count, bool) or not isinstance(count, int):
+    if isinstance(count, bool) or not isinstance(count, numbers.Integral):
         return f"`gpu_count` is a {type(count).__name__} ({count!r}), not an int."
     if count != seen:
         return f"`gpu_count` is {count}, but TensorFlow sees {seen} GPU(s) here."

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 
 import numpy as np
 
@@ -20,7 +21,7 @@ class _Budget:
 
     def __call__(self, batch) -> bool:
         self.calls.append(batch)
-        return isinstance(batch, int) and batch <= self.largest
+        return isinstance(batch, numbers.Integral) and batch <= self.largest
 
 
 def _most_calls(limit: int) -> int:
@@ -40,15 +41,21 @@ def largest_batch(fn) -> str | None:
         got = fn(fits, limit)
         if not fits.calls:
             require(got)
-        wrong = [b for b in fits.calls
-                 if isinstance(b, bool) or not isinstance(b, int) or not 1 <= b <= limit]
+        wrong = [b for b in fits.calls if isinstance(b, bool)
+                 or not isinstance(b, numbers.Integral) or not 1 <= b <= limit]
         if wrong:
             return (f"With limit={limit} it asked `fits({wrong[0]!r})`: try only whole batch "
                     f"sizes from 1 to {limit}.")
+        too_far = [b for b in fits.calls if b > min(limit, max(1, 2 * largest))]
+        if too_far:
+            return (f"With batches up to {largest} fitting, it tried {too_far[0]} (limit {limit}): "
+                    "each try that does not fit costs a step and an OOM. Double from 1, so that "
+                    "the first batch that fails is at most twice the largest that fits, then "
+                    "bisect (plain bisection starts at limit / 2).")
         if got is None and largest == 0:
             return "When even batch 1 does not fit, return 0 (it returned None)."
         require(got)
-        if isinstance(got, bool) or not isinstance(got, int):
+        if isinstance(got, bool) or not isinstance(got, numbers.Integral):
             return f"It returned a {type(got).__name__} ({got!r}), not an int."
         if got != largest:
             if largest == limit:
@@ -165,7 +172,7 @@ def accumulation_plan(fn) -> str | None:
         got = fn(target, largest)
         require(got)
         if not (isinstance(got, tuple | list) and len(got) == 2
-                and all(isinstance(v, int) and not isinstance(v, bool) for v in got)):
+                and all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in got)):
             return f"It returned {got!r}, not a pair of ints (micro_batch, steps)."
         got_micro, got_steps = got
         where = f"For target_batch={target}, largest_fits={largest} it returned {tuple(got)}"
