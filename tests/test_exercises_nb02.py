@@ -159,13 +159,13 @@ def test_timing_check_restores_sync_devices(tf):
 
 # 02.2: build a model in mixed precision
 
-def build(kind, policy=None, last_dtype="float32", restore=True):
+def build(kind, policy=None, last_dtype="float32", restore=True, hidden="relu"):
     import keras
 
     previous = keras.mixed_precision.global_policy()
     keras.mixed_precision.set_global_policy(
         policy or ("mixed_float16" if kind == "gpu" else "mixed_bfloat16"))
-    model = keras.Sequential([keras.Input((784,)), keras.layers.Dense(256, activation="relu"),
+    model = keras.Sequential([keras.Input((784,)), keras.layers.Dense(256, activation=hidden),
                               keras.layers.Dense(10, dtype=last_dtype)])
     keras.mixed_precision.set_global_policy(previous if restore else "float32")
     return model
@@ -177,6 +177,7 @@ def build(kind, policy=None, last_dtype="float32", restore=True):
     (lambda kind: build(kind, last_dtype=None), "dtype=\"float32\""),
     (lambda kind: build(kind, policy="mixed_float16"), "'mixed_bfloat16'"),
     (lambda kind: build(kind, policy="float16"), "weights"),
+    (lambda kind: build(kind, hidden="sigmoid"), "activation='sigmoid'"),
 ])
 def test_mixed_mistakes_are_caught(tf, answer, says):
     import keras
@@ -200,8 +201,21 @@ def unbuilt(kind):
         keras.mixed_precision.set_global_policy(previous)
 
 
+def with_keras_activation(kind):  # right: the activation given as a function
+    import keras
+
+    previous = keras.mixed_precision.global_policy()
+    keras.mixed_precision.set_global_policy("mixed_float16" if kind == "gpu" else "mixed_bfloat16")
+    try:
+        hidden = keras.layers.Dense(256, activation=keras.activations.relu)
+        return keras.Sequential([keras.Input((784,)), hidden,
+                                 keras.layers.Dense(10, dtype="float32")])
+    finally:
+        keras.mixed_precision.set_global_policy(previous)
+
+
 def test_mixed_right_answers_pass(tf):
-    for answer in (build, unbuilt):
+    for answer in (build, unbuilt, with_keras_activation):
         got = verdict("02.2", answer)
         assert got.passed, got.message
 

@@ -183,6 +183,12 @@ def _check_mixed(model, kind: str, before: str, now: str) -> str | None:
     dense = [layer for layer in model.layers if getattr(layer, "kernel", None) is not None]
     if not dense:
         return "The model has no layer with weights (Dense): build the classifier."
+    hidden = dense[0]
+    activation = getattr(getattr(hidden, "activation", None), "__name__", "")
+    if len(dense) > 1 and (getattr(hidden, "units", None) != 256 or activation != "relu"):
+        return (f"Its hidden layer is Dense({getattr(hidden, 'units', '?')}, "
+                f"activation={activation!r}): the task's model has Dense(256, "
+                "activation=\"relu\"), as in \"Reading a value every step\".")
     kept = {_dtype(w) for w in model.weights}
     if kept != {"float32"}:
         return (f"Its weights are {sorted(kept)}: mixed precision keeps them in float32 and "
