@@ -4,6 +4,7 @@ to the untouched exercise and to the usual mistakes."""
 
 import tempfile
 
+import numpy as np
 import pytest
 
 from helpers.exercises import check
@@ -227,3 +228,49 @@ def test_read_back_catches_unread_results():
 
     verdict = check("04.3", unread)
     assert not verdict.passed and "read each one back" in verdict.message
+
+
+def _stacked(tf):
+    def run_steps(step_fn, batches, read_back=20):
+        losses, pending = [], []
+        for batch in batches:
+            pending.append(step_fn(batch))
+            if len(pending) == read_back:
+                losses += tf.stack(pending).numpy().tolist()  # one wait for them all
+                pending = []
+        if pending:
+            losses += tf.stack(pending).numpy().tolist()
+        return losses
+
+    return run_steps
+
+
+def test_read_back_with_tf_stack_is_right(tf):
+    """The stand-in results convert to tensors as real ones do: stacking the pending ones and
+    reading the stack once is one wait per read_back steps."""
+    verdict = check("04.3", _stacked(tf))
+    assert verdict.passed, verdict.message
+
+
+def test_read_back_with_numpy_is_right():
+    def run_steps(step_fn, batches, read_back=20):
+        losses, pending = [], []
+        for batch in batches:
+            pending.append(step_fn(batch))
+            if len(pending) == read_back:
+                losses.extend(np.array(pending, dtype="float32").tolist())
+                pending.clear()
+        return losses + np.array(pending, dtype="float32").tolist()
+
+    verdict = check("04.3", run_steps)
+    assert verdict.passed, verdict.message
+
+
+def test_read_back_catches_every_step_run_before_any_read():
+    def run_steps(step_fn, batches, read_back=20):  # chunks of results, read after the loop
+        results = [step_fn(batch) for batch in batches]
+        chunks = [results[i:i + read_back] for i in range(0, len(results), read_back)]
+        return [float(v) for chunk in chunks for v in np.array(chunk, dtype="float32")]
+
+    verdict = check("04.3", run_steps)
+    assert not verdict.passed and "waited for the device after steps [50]" in verdict.message

@@ -166,6 +166,14 @@ class _Loss:
     def item(self):
         return self._read()
 
+    def __tf_tensor__(self, dtype=None, name=None):  # tf.stack(pending).numpy(): one wait
+        import tensorflow as tf
+
+        return tf.constant(self._read(), dtype=dtype or tf.float32, name=name)
+
+    def __array__(self, dtype=None, copy=None):  # np.array(pending): one wait too
+        return np.asarray(self._read(), dtype=dtype)
+
 
 @exercise("04.3", "read the losses back in batches",
           hint="Append each step's result to `pending` without reading it; when `pending` "
