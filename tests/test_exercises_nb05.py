@@ -98,3 +98,12 @@ def test_pipeline_files_wants_the_shard_order():
 
     verdict = check("05.2", balanced_blocks)
     assert not verdict.passed and "not the ones" in verdict.message
+
+
+def test_05_1_an_unusable_result_is_not_blamed_on_the_checks_line():
+    """An answer whose result the check cannot use fails inside the check: the message says what
+    went wrong with the result, never a line of helpers/exercises as if it were the learner's."""
+    result = check("05.1", lambda *args, **kwargs: "a string")
+    assert not result.passed
+    assert result.message.startswith("What your code returned could not be used as the task asks")
+    assert "line " not in result.message

@@ -173,9 +173,13 @@ def check(exercise_id: str, *answer, **named) -> Verdict:
         frames = traceback.extract_tb(error.__traceback__)
         theirs = [f for f in frames if "site-packages" not in f.filename
                   and "helpers/exercises" not in f.filename.replace("\\", "/")]
-        frame = (theirs or frames)[-1]  # the learner's own line, where there is one
-        problem = (f"Your code raised {type(error).__name__}: {error} "
-                   f"(line {frame.lineno}: {(frame.line or '').strip()})")
+        if theirs:  # the learner's own line
+            frame = theirs[-1]
+            problem = (f"Your code raised {type(error).__name__}: {error} "
+                       f"(line {frame.lineno}: {(frame.line or '').strip()})")
+        else:  # it failed in the check, on what the learner's code gave it: never the check's line
+            problem = (f"What your code returned could not be used as the task asks: "
+                       f"{type(error).__name__}: {error}")
     verdict = Verdict(ex.id, ex.title, problem is None, problem or ex.right, hint)
     _show(verdict)
     return verdict
