@@ -52,3 +52,26 @@ def test_device_type(tf):
     assert UNTOUCHED in check("01.3", lambda t: None).message
     verdict = check("01.3", lambda t: "CPU")  # right here, wrong on the stand-in GPU result
     assert not verdict.passed and "not 'GPU'" in verdict.message
+
+
+@pytest.mark.parametrize("right", [
+    lambda t: tf_module().DeviceSpec.from_string(t.backing_device).device_type,  # its memory
+    lambda t: t.device.split("/")[-1].split(":")[-2],  # the string read by hand
+], ids=["backing_device", "by-hand"])
+def test_device_type_right_written_otherwise(tf, right):
+    verdict = check("01.3", right)
+    assert verdict.passed, verdict.message
+
+
+@pytest.mark.parametrize(("wrong", "says"), [
+    (lambda t: t.device, "not 'CPU'"),  # the whole string
+    (lambda t: t.device.split(":")[-1], "not 'CPU'"),  # the index, not the type
+    (lambda t: t.device.split("/")[-1], "not 'CPU'"),  # "device:CPU:0"
+])
+def test_device_type_wrong_answers(tf, wrong, says):
+    verdict = check("01.3", wrong)
+    assert not verdict.passed and says in verdict.message
+
+
+def tf_module():
+    return import_tensorflow()

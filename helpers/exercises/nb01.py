@@ -54,10 +54,11 @@ def hidden_gpu_env(make_env) -> str | None:
 
 
 class _Placed:
-    """A stand-in for a tensor placed on another machine's device."""
+    """A stand-in for a tensor placed on another machine's device: its ``device`` (where the
+    operation ran) and ``backing_device`` (where its memory is), as a real tensor has both."""
 
     def __init__(self, device: str):
-        self.device = device
+        self.device = self.backing_device = device
 
 
 @exercise("01.3", "read where an operation ran",
