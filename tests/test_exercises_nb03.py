@@ -180,11 +180,16 @@ def in_order(x, y, batch_size, tf):
         yield x[start:start + batch_size], y[start:start + batch_size]
 
 
+def with_tf_data(x, y, batch_size, tf):  # right on a CPU, a copy per batch on a GPU
+    return tf.data.Dataset.from_tensor_slices((x, y)).shuffle(int(x.shape[0])).batch(batch_size)
+
+
 @pytest.mark.parametrize(("answer", "says"), [
     (shuffled_apart, "no longer belong together"),
     (full_batches_only, "the last partial batch too"),
     (on_the_host, "went back to the host"),
     (in_order, "same order"),
+    (with_tf_data, "tf.data runs on the host"),  # refused on every device, this one included
 ])
 def test_device_epoch_mistakes_are_caught(tf, answer, says):
     got = verdict("03.3", lambda x, y, b: answer(x, y, b, tf))

@@ -225,6 +225,10 @@ def device_epoch(batches) -> str | None:
     for _ in range(2):
         epoch = batches(x, y, _EPOCH_BATCH)
         require(epoch)
+        if isinstance(epoch, tf.data.Dataset):  # the same verdict on every device: tf.data
+            return ("It returned a tf.data pipeline: tf.data runs on the host, so on a GPU "
+                    "every batch is made on the CPU and copied over again. Slice the tensors "
+                    "where they live, with `tf.gather`, in a plain Python generator.")
         order, sizes = [], []
         for element in epoch:
             if not (isinstance(element, tuple | list) and len(element) == 2):
