@@ -21,7 +21,7 @@ def placeholder(*_):
 
 # 02.1: time any call correctly
 
-def synced(fn, repeats, tf):
+def synced_samples(fn, repeats, tf):
     fn()
     tf.test.experimental.sync_devices()
     samples = []
@@ -30,7 +30,11 @@ def synced(fn, repeats, tf):
         fn()
         tf.test.experimental.sync_devices()
         samples.append(time.perf_counter() - start)
-    return float(np.median(samples))
+    return samples
+
+
+def synced(fn, repeats, tf):
+    return float(np.median(synced_samples(fn, repeats, tf)))
 
 
 def read_result(fn, repeats):
@@ -109,15 +113,7 @@ def test_timing_the_mean_is_caught(tf):
 
 
 def best_sample(fn, repeats, tf):  # timeit's way: the fastest sample
-    fn()
-    tf.test.experimental.sync_devices()
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        tf.test.experimental.sync_devices()
-        samples.append(time.perf_counter() - start)
-    return min(samples)
+    return min(synced_samples(fn, repeats, tf))
 
 
 def test_timing_the_best_sample_is_caught(tf):
