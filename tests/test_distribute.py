@@ -31,6 +31,7 @@ EIGHT_REPLICAS = textwrap.dedent("""
     tf = import_tensorflow()
     import keras
     from helpers.lessons.dcgan import make_train_step  # notebook 04's step
+    from helpers.lessons.dcgan_networks import build_pair  # and its networks
     split_cpu(8)
     images = data.load("digits", verbose=False)
     x, y = images.x_train[:64], images.y_train[:64]
@@ -41,8 +42,7 @@ EIGHT_REPLICAS = textwrap.dedent("""
         results, start = {}, None
         for name, strategy in strategies.items():
             with strategy.scope():
-                nets = dcgan.build_pair("tutorial", (28, 28, 1), synchronized=synced,
-                                             dropout=0.0)
+                nets = build_pair("tutorial", (28, 28, 1), synchronized=synced, dropout=0.0)
                 # SGD: its update is proportional to the gradient, so a loss averaged over the
                 # replica's batch instead of the global one (8 times the gradient) would show;
                 # Adam's first step moves every weight by about its learning rate and hides it

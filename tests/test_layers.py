@@ -119,10 +119,12 @@ def test_our_models_use_these_layers_and_the_tutorial_baseline_does_not(tf):
     def kinds(model):
         return {type(layer).__name__ for layer in model.layers}
 
-    ours = dcgan.build_pair("tutorial", (28, 28, 1))
+    from helpers.lessons.dcgan_networks import build_pair, tutorial_generator  # notebook 04's
+
+    ours = build_pair("tutorial", (28, 28, 1))
     assert "FusedBatchNormalization" in kinds(ours[0])
     assert "HalfWordDropout" in kinds(ours[1])
-    generator = dcgan.tutorial_generator(100, tuned=False)  # the tutorial baseline's
+    generator = tutorial_generator(100, tuned=False)  # the tutorial baseline's
     assert "BatchNormalization" in kinds(generator)
     assert "FusedBatchNormalization" not in kinds(generator)
 

@@ -40,6 +40,26 @@ def test_magics_cannot_be_saved():
         lessons.saved_cells(notebook("#@save\n%timeit f()"))
 
 
+def test_cells_saved_apart_get_their_module_and_an_import_where_they_stood():
+    nb = notebook("#@save\nA = 1", "#@save shapes\ndef square(x):\n    return x * x",
+                  "#@save shapes\ndef cube(x):\n    return x ** 3\n_HIDDEN = 0",
+                  "#@save\nB = square(2)")
+    modules = lessons.modules_of("09_demo.ipynb", nb)
+    assert modules["shapes"] == ["def square(x):\n    return x * x",
+                                 "def cube(x):\n    return x ** 3\n_HIDDEN = 0"]
+    own = modules["demo"]
+    assert own[0] == "A = 1" and own[2] == "B = square(2)"
+    assert own[1].endswith("from helpers.lessons.shapes import cube, square")  # one import
+    assert lessons.modules_of("09_demo.ipynb", notebook("#@save shapes\nC = 1")) == {
+        "shapes": ["C = 1"]}  # nothing of its own: no module of its own
+
+
+@pytest.mark.parametrize("marker", ["#@save two words", "#@save 9lives"])
+def test_a_malformed_marker_is_refused(marker):
+    with pytest.raises(lessons.LessonError, match="#@save NAME"):
+        lessons.saved_cells(notebook(f"{marker}\nA = 1"))
+
+
 def test_generated_module_runs_and_names_its_notebook(tmp_path):
     nbs, out = tmp_path / "nbs", tmp_path / "lessons"
     nbs.mkdir()

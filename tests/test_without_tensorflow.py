@@ -20,6 +20,7 @@ from tools import lessons
 #: notebook does; every other module must import without TensorFlow and Keras.
 NEEDS_AN_ENGINE = {
     "helpers.lessons.dcgan",
+    "helpers.lessons.dcgan_networks",
     "helpers.lessons.out_of_memory",
     "helpers.lessons.scale_out_profile",
     "helpers.lessons.tfdata_pipelines",

@@ -35,10 +35,20 @@ def run_batches(make_dataset, epochs, steps_per_epoch, step=0):
             .prefetch(tf.data.AUTOTUNE))
 
 
-import keras
+# saved apart, in helpers/lessons/dcgan_networks.py: they need no TensorFlow
+from helpers.lessons.dcgan_networks import (
+    build_pair,
+    dcgan_discriminator,
+    dcgan_generator,
+    tutorial_discriminator,
+    tutorial_generator,
+)
+
+
+import keras  # noqa: F811  (the same module as above)
 import tensorflow as tf  # noqa: F811  (the same module as above)
 
-from helpers import dcgan  # plumbing: the networks' layers, the history and the scores
+from helpers import dcgan  # plumbing: the history and the scores
 
 
 def make_optimizer(policy, learning_rate=2e-4, beta_1=0.5):
@@ -53,7 +63,7 @@ def build_gan(architecture, shape, policy, fused_bn=True, fast_dropout=True, see
     previous = keras.mixed_precision.global_policy()
     keras.mixed_precision.set_global_policy(policy)  # layers made now compute in it
     keras.utils.set_random_seed(seed)
-    generator, discriminator = dcgan.build_pair(
+    generator, discriminator = build_pair(
         architecture, shape, fused_bn=fused_bn, fast_dropout=fast_dropout)
     keras.mixed_precision.set_global_policy(previous)
     optimizers = make_optimizer(policy), make_optimizer(policy)
@@ -106,8 +116,8 @@ def make_train_step(generator, discriminator, g_opt, d_opt, rng, d_steps=1, jit_
 def tutorial_step(batch_size=256, noise_dim=100):
     """The TF tutorial's step as published: float32, Keras's layers, Adam(1e-4), no XLA."""
     keras.mixed_precision.set_global_policy("float32")
-    generator = dcgan.tutorial_generator(noise_dim, tuned=False)
-    discriminator = dcgan.tutorial_discriminator(tuned=False)
+    generator = tutorial_generator(noise_dim, tuned=False)
+    discriminator = tutorial_discriminator(tuned=False)
     g_opt, d_opt = keras.optimizers.Adam(1e-4), keras.optimizers.Adam(1e-4)
 
     @tf.function

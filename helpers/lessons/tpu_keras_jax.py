@@ -9,7 +9,7 @@ notebook, then run ``make lessons``. ``make test`` fails if this file and the no
 import jax
 import keras
 
-from helpers import dcgan
+from helpers.lessons.dcgan_networks import tutorial_discriminator, tutorial_generator  # 04's
 
 
 def bce(labels, logits):  # binary cross-entropy on logits, averaged over the global batch
@@ -52,8 +52,8 @@ def build_gan(device_list, dropout=0.0):
     """Notebook 04's networks and optimizers on `device_list`, and the step's start state."""
     with keras.distribution.DataParallel(devices=device_list).scope():
         keras.utils.set_random_seed(0)
-        generator = dcgan.tutorial_generator(tuned=False)  # Keras layers: any backend
-        discriminator = dcgan.tutorial_discriminator(dropout=dropout, tuned=False)
+        generator = tutorial_generator(tuned=False)  # Keras layers: any backend
+        discriminator = tutorial_discriminator(dropout=dropout, tuned=False)
         g_opt, d_opt = (keras.optimizers.Adam(2e-4, beta_1=0.5) for _ in range(2))  # as in 04
         g_opt.build(generator.trainable_variables)
         d_opt.build(discriminator.trainable_variables)
