@@ -10,9 +10,6 @@ with ``MirroredStrategy``, so TPU code paths are exercised without a TPU.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import numpy as np
 
 from helpers.devices import mirrored as shared_mirrored
@@ -69,30 +66,6 @@ def in_memory_dataset(x, y, global_batch: int, shuffle: bool = True, seed: int =
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
     return ds.with_options(options)
-
-
-def tfrecord_input_fn(directory, global_batch: int):
-    """For ``strategy.distribute_datasets_from_function``: each input pipeline reads its own
-    share of the TFRecord files and batches at the per-replica size."""
-    import tensorflow as tf
-
-    from helpers.lessons.tfdata_pipelines import parse_fn  # notebook 03's parser
-
-    manifest = json.loads((Path(directory) / "manifest.json").read_text())
-    paths = [str(Path(directory) / name) for name in sorted(manifest["files"])]
-
-    def input_fn(context):
-        batch = context.get_per_replica_batch_size(global_batch)
-        files = tf.data.Dataset.from_tensor_slices(paths)
-        files = files.shard(context.num_input_pipelines, context.input_pipeline_id)
-        records = files.interleave(
-            lambda p: tf.data.TFRecordDataset(p, compression_type=manifest["compression"]),
-            num_parallel_calls=tf.data.AUTOTUNE,
-        )
-        ds = records.map(parse_fn(manifest["shape"]), num_parallel_calls=tf.data.AUTOTUNE)
-        return ds.repeat().batch(batch, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
-
-    return input_fn
 
 
 def compile_classifier(model, steps_per_execution: int = 1):

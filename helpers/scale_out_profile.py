@@ -563,8 +563,6 @@ OP_EVENT = re.compile(r"^(?P<name>[^:]+):(?P<type>[A-Za-z_][A-Za-z0-9_]*)$")
 INPUT_EVENTS = ("IteratorGetNextOp::DoCompute", "IteratorGetNextAsOptionalOp::DoCompute")
 #: prefixes oneDNN puts in front of op types on a CPU
 _CPU_PREFIXES = re.compile(r"^_(MklNative|MklFused|Mkl|Fused)")
-#: op types that do a model's heavy arithmetic
-HEAVY_OPS = re.compile(r"Conv|MatMul|Einsum|convolution|dot|gemm|cutlass|xmma", re.IGNORECASE)
 
 
 @dataclasses.dataclass
@@ -731,36 +729,6 @@ def _aggregate(ops) -> list[OpTime]:
         entry[1] += 1
     rows = [OpTime(kind, name, ps / 1e9, count) for (kind, name), (ps, count) in totals.items()]
     return sorted(rows, key=lambda row: row.ms, reverse=True)
-
-
-def advice(summary: TraceSummary, input_bound: float = 0.2, idle: float = 0.3) -> list[str]:
-    """What the figures imply, most important first."""
-    lines = []
-    if summary.input_share > input_bound:
-        lines.append(
-            f"Input-bound: {summary.input_share:.0%} of step time waits for data. Prefetch, "
-            "map in parallel, cache what fits, read TFRecords (notebook 03)."
-        )
-    if summary.idle_share - summary.input_share > idle:
-        lines.append(
-            f"The device idles {summary.idle_share:.0%} of the step between small ops: "
-            "use a larger batch, run several steps per call (a tf.range loop, "
-            "steps_per_execution), and on a GPU try XLA (jit_compile=True)."
-        )
-    types = summary.by_type()
-    heavy = sum(share for kind, _, share in types if HEAVY_OPS.search(kind))
-    if heavy >= 0.5:
-        lines.append(
-            f"Compute-bound in convolutions and matmuls ({heavy:.0%} of op time): mixed "
-            "precision uses the Tensor Cores (GPU) or bfloat16 units (TPU, recent CPUs)."
-        )
-    elif types:
-        light = next((kind for kind, _, _ in types if not HEAVY_OPS.search(kind)), types[0][0])
-        lines.append(
-            f"Convolutions and matmuls are only {heavy:.0%} of op time; the rest is many small "
-            f"ops (the largest kind: {light}). XLA fuses them on a GPU or TPU."
-        )
-    return lines
 
 
 def classifier_step(x, y, batch: int, decode_ms: float = 0.0, tuned: bool = False):

@@ -17,7 +17,14 @@ def hidden_gpu_env():
     return {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
 
 
-# Exercise 01.3: read where an operation ran
-def device_type(tensor):
-    """"CPU", "GPU" or "TPU": the kind of device that holds `tensor`."""
-    return tf.DeviceSpec.from_string(tensor.device).device_type
+# Exercise 01.3: run a computation where you ask, or fail
+def run_on(device, fn):
+    """fn()'s result, computed on `device` ("/GPU:0", "/CPU:0"); an error if it ran elsewhere."""
+    with tf.device(device):
+        result = fn()
+    if not result.device.endswith(device.lstrip("/")):  # TensorFlow fell back without a word
+        raise RuntimeError(f"asked for {device}, but it ran on {result.device}")
+    return result
+
+
+print(run_on("/CPU:0", lambda: tf.reduce_sum(tf.ones([1000, 1000]))).device)

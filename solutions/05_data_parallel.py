@@ -3,16 +3,26 @@
 Each block replaces the exercise cell that starts with the same line (`make solutions` writes
 the solved notebooks into build/solutions; `make test` checks every one).
 """
-# Names such as `np` come from the notebook's earlier cells:
+# Names such as `tf` come from the notebook's earlier cells:
 # ruff: noqa: F821
 
-# Exercise 05.1: average the loss over the global batch
-def replica_loss(per_example_losses, global_batch_size):
-    """This replica's share of the loss: summed over every replica, the global batch's mean."""
-    return np.sum(per_example_losses) / global_batch_size
+# Exercise 05.1: run the loss on every replica and reduce it
+def global_loss(strategy, per_example_loss, dist_batch, global_batch_size):
+    """The global batch's mean loss: each replica's share from `strategy.run`, summed."""
+    def replica_share(batch):
+        losses = per_example_loss(batch)
+        return tf.nn.compute_average_loss(losses, global_batch_size=global_batch_size)
+
+    per_replica = strategy.run(replica_share, args=(dist_batch,))
+    return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
 
 
-# Exercise 05.2: give each input pipeline its share of the files
-def pipeline_files(files, num_pipelines, pipeline_id):
-    """The files that input pipeline `pipeline_id` of `num_pipelines` reads."""
-    return files[pipeline_id::num_pipelines]
+# Exercise 05.2: write the input function that shards by InputContext
+def array_input_fn(x, y, global_batch):
+    """For `distribute_datasets_from_function`: each pipeline's share of (x, y), batched."""
+    def input_fn(context):
+        batch = context.get_per_replica_batch_size(global_batch)
+        examples = tf.data.Dataset.from_tensor_slices((x, y))
+        examples = examples.shard(context.num_input_pipelines, context.input_pipeline_id)
+        return examples.batch(batch, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+    return input_fn

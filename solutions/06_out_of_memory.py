@@ -59,17 +59,3 @@ before = float(loss_fn(yb, small(xb)))
 made = train_accumulated(small, tf.keras.optimizers.SGD(0.1), loss_fn, micro_batches.repeat(3), k)
 print(f"{made} updates of {k} micro-batches of {params.micro_batch}: loss on the {len(xb)} "
       f"examples {before:.4f} before, {float(loss_fn(yb, small(xb))):.4f} after")
-
-
-# Exercise 06.3: plan the micro-batches for a large batch
-def accumulation_plan(target_batch, largest_fits):
-    """(micro_batch, steps): the fewest steps of a micro-batch that fits, making target_batch."""
-    for steps in range(-(-target_batch // largest_fits), target_batch + 1):
-        if target_batch % steps == 0:  # every micro-batch the same size: the mean stays exact
-            return target_batch // steps, steps
-
-
-for target in (256, 1000, 4096):
-    micro, steps = accumulation_plan(target, search.largest_ok)
-    print(f"a batch of {target} with at most {search.largest_ok} at a time: "
-          f"{steps} step(s) of {micro}")

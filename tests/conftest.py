@@ -1,9 +1,13 @@
 """Shared test setup: never reach for the network, and quiet TensorFlow."""
 
+import collections
 import itertools
+import json
 import os
+import re
 import signal
 import textwrap
+from pathlib import Path
 from types import SimpleNamespace
 
 os.environ["COURSE_OFFLINE"] = "1"
@@ -11,7 +15,7 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 
 import pytest  # noqa: E402
 
-from helpers import processes  # noqa: E402
+from helpers import exercises, processes  # noqa: E402
 from helpers.logs import import_tensorflow  # noqa: E402
 
 
@@ -47,3 +51,63 @@ def fresh_process(tmp_path_factory):
 
     return run
 
+
+
+# -- the exercises' answer corpus ---------------------------------------------------------------
+# Every verdict a test of the exercise checks (tests/test_exercises_nbNN.py) receives is one
+# answer of the corpus: right or wrong, the untouched placeholder and the given solutions apart.
+# The counts per exercise are printed at the end of the run (docs/instructor_notes.md quotes
+# them); the records go to a file, as the test workers are processes of their own.
+
+CORPUS_FILE = Path(__file__).resolve().parent.parent / "build" / "exercise-corpus.jsonl"
+
+
+def _corpus_record(exercise, passed, message, solution=False):
+    kind = ("untouched" if message == exercises.UNTOUCHED else "solution" if solution
+            else "right" if passed else "wrong")
+    CORPUS_FILE.parent.mkdir(parents=True, exist_ok=True)
+    with CORPUS_FILE.open("a", encoding="utf-8") as out:
+        out.write(json.dumps({"exercise": exercise, "kind": kind}) + "\n")
+
+
+@pytest.fixture
+def record():
+    """``record(exercise, passed, message, solution=False)``: an answer judged elsewhere (in a
+    child process) joins the corpus."""
+    return _corpus_record
+
+
+@pytest.fixture(autouse=True)
+def _corpus(request, monkeypatch):
+    """In the tests of the exercise checks, every verdict shown is recorded."""
+    if not request.module.__name__.startswith("test_exercises_nb"):
+        yield
+        return
+    shown = exercises._show
+    name = request.node.originalname  # a test of the given solution, not of another answer
+    solution = "solution" in name or "need_no" in name or re.fullmatch(r"test_\d\d_\d_right", name)
+
+    def show(verdict):
+        _corpus_record(verdict.exercise, verdict.passed, verdict.message, solution)
+        shown(verdict)
+
+    monkeypatch.setattr(exercises, "_show", show)
+    yield
+
+
+def pytest_sessionstart(session):
+    if not hasattr(session.config, "workerinput"):  # the controller, before any worker runs
+        CORPUS_FILE.unlink(missing_ok=True)
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not CORPUS_FILE.exists():
+        return
+    counts = {}
+    for line in CORPUS_FILE.read_text(encoding="utf-8").splitlines():
+        entry = json.loads(line)
+        counts.setdefault(entry["exercise"], collections.Counter())[entry["kind"]] += 1
+    terminalreporter.write_line("exercise answer corpus (right / wrong answers, beyond the "
+                                "solution and the placeholder):")
+    terminalreporter.write_line("  " + "; ".join(
+        f"{ex} {c['right']}/{c['wrong']}" for ex, c in sorted(counts.items())))

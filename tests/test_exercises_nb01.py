@@ -22,6 +22,8 @@ def test_gpu_count(tf):
     assert UNTOUCHED in check("01.1", ...).message
     assert "not an int" in check("01.1", tf.config.list_physical_devices("GPU")).message
     assert "but TensorFlow sees" in check("01.1", 99).message
+    assert "but TensorFlow sees" in check("01.1", len(tf.config.list_logical_devices())).message
+    assert "not an int" in check("01.1", bool(tf.config.list_physical_devices("GPU"))).message
     gpus = tf.config.list_physical_devices("GPU")
     assert check("01.1", np.int64(len(gpus))).passed  # a NumPy integer is an integer
     assert check("01.1", sum(1 for d in gpus if d.device_type == "GPU")).passed
@@ -47,30 +49,76 @@ def test_hidden_gpu_env_that_changes_this_process_is_caught_and_undone():
     assert dict(os.environ) == before, "the check puts the environment back"
 
 
-def test_device_type(tf):
-    assert check("01.3", lambda t: tf.DeviceSpec.from_string(t.device).device_type).passed
-    assert UNTOUCHED in check("01.3", lambda t: None).message
-    verdict = check("01.3", lambda t: "CPU")  # right here, wrong on the stand-in GPU result
-    assert not verdict.passed and "not 'GPU'" in verdict.message
+def asked_and_checked(device, fn):  # the solution's idea, written otherwise
+    tf = tf_module()
+    with tf.device(device):
+        result = fn()
+    asked = tf.DeviceSpec.from_string(device)
+    ran = tf.DeviceSpec.from_string(result.device)
+    if (ran.device_type, ran.device_index) != (asked.device_type, asked.device_index):
+        raise ValueError(f"{device} asked, {result.device} used")
+    return result
 
 
-@pytest.mark.parametrize("right", [
-    lambda t: tf_module().DeviceSpec.from_string(t.backing_device).device_type,  # its memory
-    lambda t: t.device.split("/")[-1].split(":")[-2],  # the string read by hand
-], ids=["backing_device", "by-hand"])
-def test_device_type_right_written_otherwise(tf, right):
+def strict_placement(device, fn):  # no fall-back at all: TensorFlow itself refuses
+    tf = tf_module()
+    tf.config.set_soft_device_placement(False)
+    try:
+        with tf.device(device):
+            return fn()
+    finally:
+        tf.config.set_soft_device_placement(True)
+
+
+def trusting(device, fn):  # the usual mistake: tf.device alone
+    with tf_module().device(device):
+        return fn()
+
+
+def ignores_device(device, fn):
+    return fn()
+
+
+def device_string_only(device, fn):  # checks the request, not where it ran
+    if "GPU" in device and not tf_module().config.list_physical_devices("GPU"):
+        return fn()
+    with tf_module().device(device):
+        return fn()
+
+
+def asserts_before_running(device, fn):  # NameError: a bug, not a refusal
+    with tf_module().device(device):
+        result = fn()
+    if not result.device.endswith(devce.lstrip("/")):  # noqa: F821  (the learner's typo)
+        raise RuntimeError("elsewhere")
+    return result
+
+
+def test_run_on_untouched_is_not_done():
+    def run_on(device, fn):
+        """docstring"""
+        ...
+
+    assert UNTOUCHED in check("01.3", run_on).message
+
+
+@pytest.mark.parametrize("right", [asked_and_checked, strict_placement])
+def test_run_on_right_written_otherwise(tf, right):
     verdict = check("01.3", right)
     assert verdict.passed, verdict.message
+    assert tf.config.get_soft_device_placement()  # the check put it back
 
 
 @pytest.mark.parametrize(("wrong", "says"), [
-    (lambda t: t.device, "not 'CPU'"),  # the whole string
-    (lambda t: t.device.split(":")[-1], "not 'CPU'"),  # the index, not the type
-    (lambda t: t.device.split("/")[-1], "not 'CPU'"),  # "device:CPU:0"
+    (trusting, "said nothing"),
+    (ignores_device, "said nothing"),
+    (device_string_only, "said nothing"),
+    (asserts_before_running, "NameError"),
+    (lambda device, fn: fn().numpy(), "not the result tensor"),
 ])
-def test_device_type_wrong_answers(tf, wrong, says):
+def test_run_on_wrong_answers(tf, wrong, says):
     verdict = check("01.3", wrong)
-    assert not verdict.passed and says in verdict.message
+    assert not verdict.passed and says in verdict.message, verdict.message
 
 
 def tf_module():

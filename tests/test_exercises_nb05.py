@@ -1,109 +1,170 @@
 """Notebook 05's exercise checks: each says "right" to its solution (the block in
-solutions/05_data_parallel.py) and "not yet", with the expected reason, to the untouched
-exercise and to the usual mistakes. Like the notebook's exercises, they need only numpy."""
+solutions/05_data_parallel.py) and to right answers written differently, and "not yet", with
+the expected reason, to the untouched exercise and to the usual mistakes.
 
-import sys
+The checks run real ``tf.distribute`` code on the notebook's strategy, so the answers run in a
+process of their own whose CPU is split into 8 logical devices, as the notebook splits it
+(this test process started TensorFlow long ago)."""
 
-import numpy as np
+import json
+import textwrap
+
 import pytest
-
-from helpers.exercises import check
-from tools.exercises import solution_functions
 
 UNTOUCHED = "still holds its placeholder"
 
+# 05.1: (name, source of global_loss, right, what the verdict must say)
+GLOBAL_LOSS = [
+    ("solution", None, True, "right"),
+    ("untouched", '''
+def global_loss(strategy, per_example_loss, dist_batch, global_batch_size):
+    """docstring"""
+    ...
+''', False, UNTOUCHED),
+    ("sum-then-divide", '''
+def global_loss(strategy, per_example_loss, dist_batch, global_batch_size):
+    sums = strategy.run(lambda b: tf.reduce_sum(per_example_loss(b)), args=(dist_batch,))
+    return strategy.reduce("SUM", sums, axis=None) / global_batch_size
+''', True, "right"),
+    ("divided-inside-by-hand", '''
+def global_loss(strategy, per_example_loss, dist_batch, global_batch_size):
+    def share(b):
+        return tf.reduce_sum(per_example_loss(b)) / tf.cast(global_batch_size, tf.float32)
+    return float(strategy.reduce(tf.distribute.ReduceOp.SUM,
+                                 strategy.run(share, args=(dist_batch,)), axis=None))
+''', True, "right"),
+    ("per-replica-means-summed", '''
+def global_loss(strategy, per_example_loss, dist_batch, global_batch_size):
+    means = strategy.run(lambda b: tf.reduce_mean(per_example_loss(b)), args=(dist_batch,))
+    return strategy.reduce(tf.distribute.ReduceOp.SUM, means, axis=None)
+''', False, "each replica's own mean"),
+    ("reduced-with-mean", '''
+def global_loss(strategy, per_example_loss, dist_batch, global_batch_size):
+    share = strategy.run(lambda b: tf.nn.compute_average_loss(
+        per_example_loss(b), global_batch_size=global_batch_size), args=(dist_batch,))
+    return strategy.reduce(tf.distribute.ReduceOp.MEAN, share, axis=None)
+''', False, "reduce with ReduceOp.SUM"),
+    ("per-replica-means-averaged", '''
+def global_loss(strategy, per_example_loss, dist_batch, global_batch_size):
+    means = strategy.run(lambda b: tf.reduce_mean(per_example_loss(b)), args=(dist_batch,))
+    return strategy.reduce(tf.distribute.ReduceOp.MEAN, means, axis=None)
+''', False, "divided by zero"),  # right on equal shares only: the short batch shows it
+    ("not-reduced", '''
+def global_loss(strategy, per_example_loss, dist_batch, global_batch_size):
+    return strategy.run(lambda b: tf.nn.compute_average_loss(
+        per_example_loss(b), global_batch_size=global_batch_size), args=(dist_batch,))
+''', False, "one value per replica"),
+    ("no-strategy-run", '''
+def global_loss(strategy, per_example_loss, dist_batch, global_batch_size):
+    return tf.reduce_mean(per_example_loss(dist_batch))
+''', False, "Your code raised"),
+]
+
+# 05.2: (name, source of array_input_fn, right, what the verdict must say)
+INPUT_FN = [
+    ("solution", None, True, "right"),
+    ("untouched", '''
+def array_input_fn(x, y, global_batch):
+    """docstring"""
+    ...
+''', False, UNTOUCHED),
+    ("shard-after-batch-divide-by-hand", '''
+def array_input_fn(x, y, global_batch):
+    def input_fn(ctx):
+        ds = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(len(x), seed=1)
+        ds = ds.batch(global_batch // ctx.num_replicas_in_sync, drop_remainder=True)
+        return ds.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
+    return input_fn
+''', True, "right"),
+    ("numpy-slices", '''
+def array_input_fn(x, y, global_batch):
+    def input_fn(context):
+        n, i = context.num_input_pipelines, context.input_pipeline_id
+        return tf.data.Dataset.from_tensor_slices((x[i::n], y[i::n])).batch(
+            context.get_per_replica_batch_size(global_batch))
+    return input_fn
+''', True, "right"),
+    ("no-shard", '''
+def array_input_fn(x, y, global_batch):
+    def input_fn(context):
+        return tf.data.Dataset.from_tensor_slices((x, y)).batch(
+            context.get_per_replica_batch_size(global_batch), drop_remainder=True)
+    return input_fn
+''', False, "read more than once"),
+    ("global-batch", '''
+def array_input_fn(x, y, global_batch):
+    def input_fn(context):
+        ds = tf.data.Dataset.from_tensor_slices((x, y))
+        ds = ds.shard(context.num_input_pipelines, context.input_pipeline_id)
+        return ds.batch(global_batch, drop_remainder=True)
+    return input_fn
+''', False, "not the per-replica size"),
+    ("shard-by-replicas", '''
+def array_input_fn(x, y, global_batch):
+    def input_fn(context):
+        ds = tf.data.Dataset.from_tensor_slices((x, y))
+        ds = ds.shard(context.num_replicas_in_sync, context.input_pipeline_id)
+        return ds.batch(context.get_per_replica_batch_size(global_batch), drop_remainder=True)
+    return input_fn
+''', False, "never read"),
+    ("repeated", '''
+def array_input_fn(x, y, global_batch):
+    def input_fn(context):
+        ds = tf.data.Dataset.from_tensor_slices((x, y))
+        ds = ds.shard(context.num_input_pipelines, context.input_pipeline_id).repeat()
+        return ds.batch(context.get_per_replica_batch_size(global_batch), drop_remainder=True)
+    return input_fn
+''', False, "no `repeat`"),
+    ("returns-the-dataset", '''
+def array_input_fn(x, y, global_batch):
+    return tf.data.Dataset.from_tensor_slices((x, y)).batch(global_batch)
+''', False, "return the input function itself"),
+]
+
+CHILD = textwrap.dedent("""
+    import json, sys
+    from helpers.devices import mirrored, split_cpu
+    from helpers.exercises import check
+    from helpers.logs import import_tensorflow
+    from tools.exercises import solution_functions
+    tf = import_tensorflow()
+    split_cpu(8)
+    strategy = mirrored([d.name for d in tf.config.list_logical_devices("CPU")])
+    solved = solution_functions("05_data_parallel", tf=tf)
+    cases = json.loads(sys.argv[1])
+    results = {}
+    for exercise, name, function, source in cases:
+        space = {"tf": tf}
+        if source is None:
+            answer = solved[function]
+        else:
+            exec(source, space)
+            answer = space[function]
+        extra = (strategy,) if exercise == "05.1" else ()
+        verdict = check(exercise, answer, *extra)
+        results[f"{exercise} {name}"] = [verdict.passed, verdict.message]
+    print("RESULTS" + json.dumps(results))
+""")
+
 
 @pytest.fixture(scope="module")
-def solved():
-    return solution_functions("05_data_parallel", np=np)
+def verdicts(fresh_process, tmp_path_factory):
+    cases = [("05.1", name, "global_loss", source) for name, source, *_ in GLOBAL_LOSS]
+    cases += [("05.2", name, "array_input_fn", source) for name, source, *_ in INPUT_FN]
+    script = tmp_path_factory.mktemp("nb05") / "answers.py"
+    script.write_text(CHILD)
+    done = fresh_process(script=script, args=(json.dumps(cases),))
+    assert done.returncode == 0, done.output[-3000:]
+    return json.loads(done.output.split("RESULTS", 1)[1].splitlines()[0])
 
 
-def untouched(*args, **kwargs):
-    """An exercise function whose body is still `...`."""
-
-
-def test_checks_need_no_tensorflow(solved, monkeypatch):
-    monkeypatch.setitem(sys.modules, "tensorflow", None)  # `import tensorflow` now fails
-    monkeypatch.setitem(sys.modules, "jax", None)
-    for exercise, answer in (("05.1", "replica_loss"), ("05.2", "pipeline_files")):
-        verdict = check(exercise, solved[answer])
-        assert verdict.passed, verdict.message
-
-
-# 05.1: the loss averaged over the global batch
-
-
-def test_replica_loss_solution_is_right(solved):
-    verdict = check("05.1", solved["replica_loss"])
-    assert verdict.passed, verdict.message
-
-
-def test_replica_loss_untouched_is_not_done():
-    assert UNTOUCHED in check("05.1", untouched).message
-
-
-def test_replica_loss_catches_the_per_replica_mean():
-    verdict = check("05.1", lambda losses, global_batch_size: np.mean(losses))
-    assert not verdict.passed
-    assert "On 4 replicas" in verdict.message and "each replica's own mean" in verdict.message
-
-
-def test_replica_loss_catches_a_mean_over_the_replica_count():
-    def mean_over_replicas(losses, global_batch_size):  # right only when the shards are equal
-        replicas = global_batch_size // len(losses)
-        return np.mean(losses) / replicas
-
-    verdict = check("05.1", mean_over_replicas)
-    assert not verdict.passed and "short last batch of 10" in verdict.message
-
-
-# 05.2: the files each input pipeline reads
-
-
-def test_pipeline_files_solution_is_right(solved):
-    verdict = check("05.2", solved["pipeline_files"])
-    assert verdict.passed, verdict.message
-
-
-def test_pipeline_files_untouched_is_not_done():
-    assert UNTOUCHED in check("05.2", untouched).message
-
-
-def test_pipeline_files_catches_dropped_files():
-    def blocks(files, num_pipelines, pipeline_id):
-        size = len(files) // num_pipelines
-        return files[pipeline_id * size:(pipeline_id + 1) * size]
-
-    verdict = check("05.2", blocks)
-    assert not verdict.passed and "no pipeline reads" in verdict.message
-
-
-def test_pipeline_files_catches_an_uneven_split():
-    def ceil_blocks(files, num_pipelines, pipeline_id):
-        size = -(-len(files) // num_pipelines)
-        return files[pipeline_id * size:(pipeline_id + 1) * size]
-
-    verdict = check("05.2", ceil_blocks)
-    assert not verdict.passed and "[3, 3, 3, 1]" in verdict.message
-
-
-def test_pipeline_files_catches_every_pipeline_reading_everything():
-    verdict = check("05.2", lambda files, num_pipelines, pipeline_id: files)
-    assert not verdict.passed and "more than one pipeline" in verdict.message
-
-
-def test_pipeline_files_wants_the_shard_order():
-    def balanced_blocks(files, num_pipelines, pipeline_id):
-        return [list(s) for s in np.array_split(files, num_pipelines)][pipeline_id]
-
-    verdict = check("05.2", balanced_blocks)
-    assert not verdict.passed and "not the ones" in verdict.message
-
-
-def test_05_1_an_unusable_result_is_not_blamed_on_the_checks_line():
-    """An answer whose result the check cannot use fails inside the check: the message says what
-    went wrong with the result, never a line of helpers/exercises as if it were the learner's."""
-    result = check("05.1", lambda *args, **kwargs: "a string")
-    assert not result.passed
-    assert result.message.startswith("What your code returned could not be used as the task asks")
-    assert "line " not in result.message
+@pytest.mark.parametrize(("exercise", "name", "right", "says"), [
+    *[("05.1", name, right, says) for name, _, right, says in GLOBAL_LOSS],
+    *[("05.2", name, right, says) for name, _, right, says in INPUT_FN],
+], ids=lambda value: value if isinstance(value, str) and " " not in value else None)
+def test_answer(verdicts, record, exercise, name, right, says):
+    passed, message = verdicts[f"{exercise} {name}"]
+    record(exercise, passed, message, solution=name == "solution")
+    assert passed == right, message
+    if not right:
+        assert says in message

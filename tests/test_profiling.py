@@ -83,7 +83,9 @@ def test_a_real_trace_marks_every_step_and_finds_its_input_waits(tf, tmp_path):
     assert all(any(scale_out_profile._within(*w, [s]) for w in waits) for s in steps)
 
 
-def test_input_waits_make_a_trace_input_bound(tmp_path):
+def test_input_waits_make_a_trace_input_bound(tf, tmp_path):
+    from helpers.lessons.scale_out_profile import advice  # notebook 07's reading of a trace
+
     steps = [(0, 10_000), (10_000, 20_000)]
     kernels = [
         ("Stream #7(Compute)", 8_000, 10_000, "m/MatMul:MatMul"),
@@ -93,11 +95,11 @@ def test_input_waits_make_a_trace_input_bound(tmp_path):
         _space(tmp_path / "w.xplane.pb", kernels, steps=steps, waits=[(0, 8_000), (10_000, 18_000)])
     )
     assert waiting.input_share == pytest.approx(0.8) and waiting.idle_share == pytest.approx(0.8)
-    assert "Input-bound: 80%" in scale_out_profile.advice(waiting)[0]
-    assert any("Compute-bound" in line for line in scale_out_profile.advice(waiting))  # all matmuls
+    assert "Input-bound: 80%" in advice(waiting)[0]
+    assert any("Compute-bound" in line for line in advice(waiting))  # all matmuls
     fed = scale_out_profile.read_trace(_space(tmp_path / "f.xplane.pb", kernels, steps=steps))
     assert fed.input_share == 0 and fed.step_ms == [pytest.approx(0.01)] * 2
-    assert not any("Input-bound" in line for line in scale_out_profile.advice(fed))
+    assert not any("Input-bound" in line for line in advice(fed))
 
 
 def test_a_trace_without_step_markers_is_refused(tf, tmp_path):

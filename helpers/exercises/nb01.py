@@ -53,33 +53,43 @@ def hidden_gpu_env(make_env) -> str | None:
     return None
 
 
-class _Placed:
-    """A stand-in for a tensor placed on another machine's device: its ``device`` (where the
-    operation ran) and ``backing_device`` (where its memory is), as a real tensor has both."""
-
-    def __init__(self, device: str):
-        self.device = self.backing_device = device
+#: What a failing answer may raise on purpose (anything else is a bug in it, reported as one)
+_REFUSALS = (RuntimeError, ValueError, LookupError, AssertionError)
 
 
-@exercise("01.3", "read where an operation ran",
-          hint="`tf.DeviceSpec.from_string(tensor.device).device_type` parses the device "
-               "string for you; `tensor.device` looks like "
-               "`/job:localhost/replica:0/task:0/device:GPU:0`.",
-          right="You can now tell from any result where its operation ran.")
-def device_type(fn) -> str | None:
+@exercise("01.3", "run a computation where you ask, or fail",
+          hint="Compute inside `with tf.device(device):`, then compare the result's `.device` "
+               "with what you asked for (it ends with the same `TYPE:index`): TensorFlow puts "
+               "an operation elsewhere without a word when the device is missing, so raise a "
+               "RuntimeError when they differ.",
+          right="Your code runs where you asked, or says it cannot: no silent fall-back to the "
+                "CPU, the mistake behind most \"is my GPU even used?\" questions.")
+def run_on(fn) -> str | None:
     import tensorflow as tf
 
-    with tf.device("/CPU:0"):
-        on_cpu = tf.constant([1.0, 2.0]) * 2
-    cases = [(on_cpu, "CPU"),
-             (_Placed("/job:localhost/replica:0/task:0/device:GPU:1"), "GPU"),
-             (_Placed("/job:worker/replica:0/task:0/device:TPU:3"), "TPU")]
-    for gpu in tf.config.list_logical_devices("GPU")[:1]:  # the real thing, where there is one
-        with tf.device(gpu.name):
-            cases.append((tf.constant([1.0]) * 2, "GPU"))
-    for tensor, expected in cases:
-        got = fn(tensor)
+    a = tf.constant([[1.0, 2.0], [3.0, 4.0]])
+    product = tf.matmul(a, a).numpy()
+    gpus = len(tf.config.list_logical_devices("GPU"))
+    soft = tf.config.get_soft_device_placement()
+    try:
+        for device in ["/CPU:0", *(["/GPU:0"] if gpus else [])]:
+            got = fn(device, lambda: tf.matmul(a, a))
+            require(got)
+            if not hasattr(got, "device") or not hasattr(got, "numpy"):
+                return f"For {device} it returned a {type(got).__name__}, not the result tensor."
+            if not got.device.endswith(device.lstrip("/")):
+                return f"Asked for {device}, it returned a result computed on {got.device}."
+            if not (got.numpy() == product).all():
+                return f"For {device} the result is not what fn() computes."
+        missing = f"/GPU:{gpus}"  # one more GPU than this runtime has
+        try:
+            got = fn(missing, lambda: tf.matmul(a, a))
+        except _REFUSALS + (tf.errors.OpError,):
+            return None
         require(got)
-        if got != expected:
-            return f"For a tensor on {tensor.device} it returned {got!r}, not {expected!r}."
-    return None
+        where = getattr(got, "device", "another device")
+        return (f"Asked for {missing}, which this runtime does not have, it returned a result "
+                f"computed on {where} and said nothing: compare the result's `.device` with "
+                "what was asked, and raise when they differ.")
+    finally:
+        tf.config.set_soft_device_placement(soft)  # as it was, whatever the answer changed

@@ -1,7 +1,8 @@
-"""Checks for notebook 05's exercises (data parallelism: the loss average, the input shards).
+"""Checks for notebook 05's exercises (data parallelism: the distributed loss, the input
+function that shards).
 
-They need neither TensorFlow nor JAX (the notebook runs where only one of them is installed):
-numpy inputs stand in for each replica's share of a global batch.
+They run real ``tf.distribute`` code on the strategy the notebook made (on a CPU, the logical
+devices it split the CPU into), with small batches, in about a second.
 """
 
 from __future__ import annotations
@@ -11,71 +12,111 @@ import numpy as np
 from helpers.exercises import exercise, require
 
 
-def _shards(values, sizes):
-    bounds, start = [], 0
-    for size in sizes:
-        bounds.append(values[start:start + size])
-        start += size
-    return bounds
+def _per_example(values):
+    """The per-example loss the check's model stands for: each example's value, squared."""
+    import tensorflow as tf
+
+    return tf.square(tf.cast(values, tf.float32))
 
 
-@exercise("05.1", "average the loss over the global batch",
-          hint="Sum this replica's per-example losses and divide by the GLOBAL batch size "
-               "(what `tf.nn.compute_average_loss` does): the replicas' gradients are then "
-               "summed, so each must carry its share of the global mean, not its own mean.",
-          right="Summed over the replicas, as the gradient all-reduce sums them, the losses make "
-                "the global batch's mean on 1, 4 or 8 replicas, even with a short last batch.")
-def replica_loss(fn) -> str | None:
-    losses = np.random.default_rng(5).uniform(0.1, 3.0, 64).astype("float32")
-    cases = [("1 replica", [64], 64), ("4 replicas", [16] * 4, 64), ("8 replicas", [8] * 8, 64),
-             ("4 replicas sharing a short last batch of 10 (3, 3, 2 and 2 examples)",
-              [3, 3, 2, 2], 10)]
-    for name, sizes, global_batch in cases:
-        batch = losses[:sum(sizes)]
-        shares = [fn(shard, global_batch) for shard in _shards(batch, sizes)]
-        require(*shares)
-        total, mean = float(np.sum([float(s) for s in shares])), float(np.mean(batch))
-        if not np.isclose(total, mean, rtol=1e-5):
-            factor = total / mean
-            why = (" That is each replica's own mean: the sum over the replicas is then "
-                   "the replica count times too large." if np.isclose(factor, len(sizes))
-                   else "")
-            return (f"On {name}, the replicas' losses sum to {total:.4g}, not the global "
-                    f"batch's mean {mean:.4g} ({factor:.3g} times it).{why}")
+@exercise("05.1", "run the loss on every replica and reduce it",
+          hint="Inside `strategy.run`, average each replica's per-example losses over the "
+               "GLOBAL batch (`tf.nn.compute_average_loss(losses, "
+               "global_batch_size=global_batch_size)`); then "
+               "`strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)` adds "
+               "the replicas' shares.",
+          right="`strategy.run` computed each replica's share of the loss and `strategy.reduce` "
+                "summed them into the global batch's mean, on every replica count and with a "
+                "short last batch: the number notebook 04's distributed step reports.")
+def global_loss(fn, strategy) -> str | None:
+    import tensorflow as tf
+
+    replicas = strategy.num_replicas_in_sync
+    values = np.random.default_rng(5).uniform(0.5, 2.0, 8 * replicas).astype("float32")
+    # a full batch, then a short last one that leaves some replicas fewer examples (or none)
+    for size in (len(values), replicas + replicas // 2 + 1):
+        batch = values[:size]
+        dataset = tf.data.Dataset.from_tensor_slices(batch).batch(size)
+        dist_batch = next(iter(strategy.experimental_distribute_dataset(dataset)))
+        got = fn(strategy, _per_example, dist_batch, size)
+        require(got)
+        if type(got).__name__ == "PerReplica" or isinstance(got, list | tuple):
+            return ("It returned one value per replica: `strategy.reduce` them into one "
+                    "number (ReduceOp.SUM, axis=None).")
+        try:
+            total = float(got)
+        except (TypeError, ValueError):
+            return f"It returned a {type(got).__name__}, not one number."
+        want = float(np.mean(np.square(batch)))
+        if not np.isfinite(total):
+            return (f"On {replicas} replicas and a batch of {size}, it gave {total}: a replica "
+                    "whose share of the short batch is empty divided by zero. Average over the "
+                    "global batch size, not over the share.")
+        if not np.isclose(total, want, rtol=1e-4):
+            ratio = total / want
+            why = ""
+            if np.isclose(ratio, replicas, rtol=1e-3):
+                why = (" That is each replica's own mean, summed: average over the GLOBAL "
+                       "batch instead.")
+            elif np.isclose(ratio, 1 / replicas, rtol=1e-3):
+                why = (" That is the global share averaged once more over the replicas: "
+                       "reduce with ReduceOp.SUM.")
+            return (f"On {replicas} replicas and a batch of {size}, it gave {total:.5g}, not the "
+                    f"global batch's mean loss {want:.5g} ({ratio:.3g} times it).{why}")
     return None
 
 
-@exercise("05.2", "give each input pipeline its share of the files",
-          hint="Pipeline `i` of `n` takes every n-th file starting at the i-th, as "
-               "`files.shard(n, i)` does: `files[pipeline_id::num_pipelines]`.",
-          right="Every file is read by exactly one pipeline, the shares differ by at most one "
-                "file, and each is the one `Dataset.shard` would give.")
-def pipeline_files(fn) -> str | None:
-    cases = [(count, pipelines, [f"train-{i:02d}-of-{count:02d}.tfrecord" for i in range(count)])
-             for count, pipelines in ((8, 1), (8, 2), (10, 4), (9, 4))]
-    answers = []
-    for count, pipelines, files in cases:
-        shares = [fn(list(files), pipelines, i) for i in range(pipelines)]
-        require(*shares)
-        shares = [list(s) for s in shares]
-        answers.append(shares)
-        read = [f for share in shares for f in share]
-        where = f"{count} files over {pipelines} pipeline(s)"
-        missed = [f for f in files if f not in read]
-        if missed:
-            return f"With {where}, no pipeline reads {missed[0]} ({len(missed)} missed)."
-        twice = sorted({f for f in read if read.count(f) > 1})
+@exercise("05.2", "write the input function that shards by InputContext",
+          hint="In `input_fn(context)`: `Dataset.from_tensor_slices((x, y))`, then "
+               "`.shard(context.num_input_pipelines, context.input_pipeline_id)`, then "
+               "`.batch(context.get_per_replica_batch_size(global_batch), "
+               "drop_remainder=True)`.",
+          right="Every input pipeline read its own share of the examples, each example exactly "
+                "once, in full batches of the per-replica size: what "
+                "`distribute_datasets_from_function` expects from each machine.")
+def array_input_fn(make) -> str | None:
+    import tensorflow as tf
+
+    count, global_batch = 96, 24
+    x = np.arange(count, dtype="float32")[:, None] * np.ones((1, 3), "float32")
+    y = np.arange(count, dtype="int64")
+    input_fn = make(x, y, global_batch)
+    require(input_fn)
+    if not callable(input_fn):
+        return (f"It returned a {type(input_fn).__name__}: return the input function itself, "
+                "`input_fn(context)`, for `distribute_datasets_from_function` to call.")
+    for pipelines, replicas in ((1, 1), (1, 4), (2, 4), (4, 8), (3, 3)):
+        per_replica = global_batch // replicas
+        where = f"{pipelines} input pipeline(s) feeding {replicas} replicas"
+        seen = []
+        for pipeline in range(pipelines):
+            context = tf.distribute.InputContext(num_input_pipelines=pipelines,
+                                                 input_pipeline_id=pipeline,
+                                                 num_replicas_in_sync=replicas)
+            dataset = input_fn(context)
+            require(dataset)
+            if not isinstance(dataset, tf.data.Dataset):
+                return f"With {where}, input_fn returned a {type(dataset).__name__}, not a Dataset."
+            limit = count // pipelines // per_replica + 2  # a repeat() would never end
+            for element in dataset.take(limit):
+                if not isinstance(element, tuple) or len(element) != 2:
+                    return f"With {where}, an element is not a pair (images, labels)."
+                images, labels = element
+                if int(labels.shape[0]) != per_replica:
+                    return (f"With {where}, a batch holds {int(labels.shape[0])} examples, not "
+                            f"the per-replica size {per_replica} (the global batch "
+                            f"{global_batch} over {replicas} replicas).")
+                if not np.array_equal(images.numpy()[:, 0], labels.numpy()):
+                    return f"With {where}, the images and labels of a batch do not match."
+                seen += [int(v) for v in labels.numpy()]
+        twice = sorted({v for v in seen if seen.count(v) > 1})
         if twice:
-            return f"With {where}, {twice[0]} is read by more than one pipeline."
-        if set(read) - set(files):
-            return f"With {where}, a pipeline reads something not in the list it was given."
-        sizes = [len(s) for s in shares]
-        if max(sizes) - min(sizes) > 1:
-            return (f"With {where}, the pipelines get {sizes} files: an uneven split leaves "
-                    "some devices waiting for the others.")
-    for (count, pipelines, files), shares in zip(cases, answers, strict=True):
-        if shares != [files[i::pipelines] for i in range(pipelines)]:
-            return (f"With {count} files over {pipelines} pipelines, each gets its number of "
-                    "files, but not the ones `shard(n, i)` keeps: every n-th file, starting at "
-                    "the i-th.")
+            return (f"With {where}, example {twice[0]} is read more than once "
+                    f"({len(twice)} such): each pipeline must read only its share (`shard` by "
+                    "`num_input_pipelines` and `input_pipeline_id`), once (no `repeat`).")
+        missed = sorted(set(range(count)) - set(seen))
+        if missed:  # every share here is a whole number of full batches
+            return (f"With {where}, {len(missed)} of the {count} examples are never read "
+                    f"(example {missed[0]}, for one): shard by the number of input pipelines, "
+                    "not of replicas.")
     return None

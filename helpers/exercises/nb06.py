@@ -158,31 +158,3 @@ def _check_accumulated(tf, fn) -> str | None:
         got, _reference(tf, x, y, weights, k, micro), strict=True))
     return (f"After 8 micro-batches with k={k}, the weights differ from those of 2 full-batch "
             f"steps by up to {gap:.2g}.")
-
-
-@exercise("06.3", "plan the micro-batches for a large batch",
-          hint="Try steps = 1, 2, 3, ...: the first that divides `target_batch` exactly and "
-               "leaves `target_batch // steps <= largest_fits` is the plan.",
-          right="Its micro-batches fit in memory and add up to exactly the batch you want, in as "
-                "few steps as possible.")
-def accumulation_plan(fn) -> str | None:
-    cases = {(256, 1000): (256, 1), (1024, 300): (256, 4), (1000, 120): (100, 10),
-             (97, 10): (1, 97), (4096, 4096): (4096, 1)}
-    for (target, largest), (micro, steps) in cases.items():
-        got = fn(target, largest)
-        require(got)
-        if not (isinstance(got, tuple | list) and len(got) == 2
-                and all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in got)):
-            return f"It returned {got!r}, not a pair of ints (micro_batch, steps)."
-        got_micro, got_steps = got
-        where = f"For target_batch={target}, largest_fits={largest} it returned {tuple(got)}"
-        if got_micro < 1 or got_steps < 1:
-            return f"{where}: both must be at least 1."
-        if got_micro * got_steps != target:
-            return (f"{where}: {got_steps} steps of {got_micro} make {got_micro * got_steps} "
-                    f"examples, not {target}; the mean over a different batch is another update.")
-        if got_micro > largest:
-            return f"{where}: a micro-batch of {got_micro} does not fit (at most {largest})."
-        if got_steps > steps:
-            return f"{where}: {steps} steps of {micro} also fit, and take fewer steps."
-    return None

@@ -3,52 +3,55 @@
 
 from __future__ import annotations
 
-import json
 import math
-import os
-from types import SimpleNamespace
+import numbers
+import tempfile
 
 from helpers.exercises import exercise, require
 
 
-@exercise("07.1", "write TF_CONFIG for worker i",
-          hint="`json.dumps` the dict that `tf_config(addresses, index)` returns: the same "
-               "cluster for every worker, and its own index.",
-          right="Each worker gets a string it can put in its environment, with the whole cluster "
-                "and its own place in it.")
-def tf_config_env(fn) -> str | None:
-    addresses = ["10.0.0.1:2222", "10.0.0.2:2222", "10.0.0.3:2222"]
-    before = os.environ.get("TF_CONFIG")
-    for index in range(len(addresses)):
-        got = fn(list(addresses), index)
-        if os.environ.get("TF_CONFIG") != before:  # this kernel is no worker: leave it alone
-            if before is None:
-                os.environ.pop("TF_CONFIG", None)
-            else:
-                os.environ["TF_CONFIG"] = before
-            return ("It set TF_CONFIG in this kernel's own environment: return the string, and "
-                    "leave the kernel's environment as it was (the launcher gives each worker "
-                    "its own).")
+@exercise("07.1", "resume from the latest checkpoint",
+          hint="`tf.train.latest_checkpoint(directory)` names the newest checkpoint (None when "
+               "there is none); `checkpoint.restore(it)` puts every tracked variable back; then "
+               "return `int(checkpoint.step)`.",
+          right="A restarted worker picks up at the step its last checkpoint saved, with the "
+                "weights of that step, and a first start begins at step 0.")
+def resume(fn) -> str | None:
+    import tensorflow as tf
+
+    with tempfile.TemporaryDirectory() as folder:
+        step = tf.Variable(0, dtype=tf.int64, trainable=False)
+        weights = tf.Variable([0.0, 0.0])
+        checkpoint = tf.train.Checkpoint(step=step, weights=weights)
+        got = fn(checkpoint, folder)  # nothing saved yet: a first start
         require(got)
-        if isinstance(got, dict):
-            return ("It returned a dict: an environment variable holds a string, so write the "
-                    "dict as JSON (`json.dumps`).")
-        if not isinstance(got, str):
-            return f"It returned a {type(got).__name__}, not a string."
-        try:
-            parsed = json.loads(got)
-        except ValueError:
-            return (f"For worker {index} it returned {got[:60]!r}, which is not JSON (`str` of "
-                    "a dict writes single quotes): use `json.dumps`.")
-        if not isinstance(parsed, dict):
-            return f"For worker {index} the JSON holds a {type(parsed).__name__}, not an object."
-        cluster, task = parsed.get("cluster"), parsed.get("task")
-        if cluster != {"worker": addresses}:
-            return (f"For worker {index} the cluster is {cluster!r}: every worker gets the whole "
-                    f"cluster, {{'worker': {addresses!r}}}.")
-        if task != {"type": "worker", "index": index}:
-            return (f"For worker {index} the task is {task!r}, not "
-                    f"{{'type': 'worker', 'index': {index}}}: each worker is told its own index.")
+        if isinstance(got, bool) or not isinstance(got, numbers.Integral):
+            return (f"With no checkpoint yet it returned a {type(got).__name__}, not the step "
+                    "to start from (an int).")
+        if got != 0:
+            return f"With no checkpoint yet it returned {got}, not step 0."
+        manager = tf.train.CheckpointManager(checkpoint, folder, max_to_keep=3)
+        for saved in (100, 200, 300):  # saved every 100 steps: ckpt-1, ckpt-2, ckpt-3
+            step.assign(saved)
+            weights.assign([saved / 100, -saved / 100])
+            manager.save()
+        step.assign(0)  # a restarted worker: the variables as a fresh program makes them
+        weights.assign([0.0, 0.0])
+        got = fn(checkpoint, folder)
+        require(got)
+        restored = [float(w) for w in weights.numpy()]
+        if isinstance(got, bool) or not isinstance(got, numbers.Integral):
+            return f"It returned a {type(got).__name__}, not the step to start from (an int)."
+        if restored == [0.0, 0.0]:
+            return ("The weights are still those of a fresh start: restore the checkpoint "
+                    "(`checkpoint.restore(...)`), not only read its number.")
+        if restored != [3.0, -3.0]:
+            return (f"It restored the weights of step {int(restored[0] * 100)}, not those of the "
+                    "newest checkpoint (step 300): `tf.train.latest_checkpoint(directory)`.")
+        if got != 300:
+            why = (" That is the checkpoint's number in its name (ckpt-3), not the training "
+                   "step it saved." if got == 3 else "")
+            return f"It returned {got}, not 300, the step the newest checkpoint saved.{why}"
     return None
 
 
@@ -80,26 +83,4 @@ def scaling_efficiency(fn) -> str | None:
                             f"divides it by {count // min(measured)} (replicas / smallest).")
                 return (f"For images/s {measured} it gave {value!r} at {count} replicas, "
                         f"not {want:g}.")
-    return None
-
-
-def _summary(input_share: float, idle_share: float):
-    return SimpleNamespace(input_share=input_share, idle_share=idle_share)
-
-
-@exercise("07.3", "read the first fix from a trace",
-          hint="Check the input share first (more than 20%: 'input'); idle time counts the "
-               "input wait too, so compare `idle_share - input_share` with 30% ('idle'); "
-               "otherwise 'compute'.",
-          right="From a trace's two shares you can say which fix comes first.")
-def first_fix(fn) -> str | None:
-    cases = [((0.5, 0.6), "input"), ((0.05, 0.5), "idle"), ((0.15, 0.4), "compute"),
-             ((0.0, 0.1), "compute"), ((0.3, 0.9), "input"),
-             ((0.2, 0.25), "compute"), ((0.0, 0.3), "compute")]  # "more than": not at 20%, 30%
-    for (input_share, idle_share), want in cases:
-        got = fn(_summary(input_share, idle_share))
-        require(got)
-        if got != want:
-            return (f"For input_share={input_share:.0%}, idle_share={idle_share:.0%} it said "
-                    f"{got!r}, not {want!r}.")
     return None

@@ -62,3 +62,30 @@ def capture(step, steps, logdir, warmup=3):
     finally:
         tf.profiler.experimental.stop()
     return scale_out_profile.trace_file(logdir, since=began)  # the .xplane.pb it wrote
+
+
+import re
+
+HEAVY_OPS = re.compile(r"Conv|MatMul|Einsum|convolution|dot|gemm|cutlass|xmma", re.IGNORECASE)
+
+
+def advice(summary, input_bound=0.2, idle=0.3):
+    """What a trace's figures say to fix, most important first."""
+    lines = []
+    if summary.input_share > input_bound:  # the step waited for the tf.data pipeline
+        lines.append(f"Input-bound: {summary.input_share:.0%} of step time waits for data. "
+                     "Prefetch, map in parallel, cache what fits, read TFRecords (notebook 03).")
+    if summary.idle_share - summary.input_share > idle:  # idle time counts the wait too
+        lines.append(f"The device idles {summary.idle_share:.0%} of the step between small ops: "
+                     "use a larger batch, run several steps per call (a tf.range loop, "
+                     "steps_per_execution), and on a GPU try XLA (jit_compile=True).")
+    types = summary.by_type()  # (op type, ms, share of the op time), largest first
+    heavy = sum(share for kind, _, share in types if HEAVY_OPS.search(kind))
+    if heavy >= 0.5:
+        lines.append(f"Compute-bound in convolutions and matmuls ({heavy:.0%} of op time): mixed "
+                     "precision uses the Tensor Cores (GPU) or bfloat16 units (TPU, recent CPUs).")
+    elif types:
+        light = next((kind for kind, _, _ in types if not HEAVY_OPS.search(kind)), types[0][0])
+        lines.append(f"Convolutions and matmuls are only {heavy:.0%} of op time; the rest is many "
+                     f"small ops (the largest kind: {light}). XLA fuses them on a GPU or TPU.")
+    return lines
