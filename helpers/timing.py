@@ -188,22 +188,36 @@ def _epoch_timer_class():
     class _EpochTimer(keras.callbacks.Callback):
         """Wall-clock seconds of each epoch."""
 
-        def __init__(self):
+        def __init__(self, project: str = ""):
             super().__init__()
             self.seconds = []
+            self.project = project
 
         def on_epoch_begin(self, epoch, logs=None):
             self._start = time.perf_counter()
 
         def on_epoch_end(self, epoch, logs=None):
             self.seconds.append(time.perf_counter() - self._start)
+            total = (self.params or {}).get("epochs")
+            if self.project and len(self.seconds) == 2 and (total or 0) > 2:
+                print(projection(self.project, self.seconds, total))
 
     return _EpochTimer
 
 
-def epoch_timer():
-    """A Keras callback recording each epoch's wall-clock seconds in ``.seconds``."""
-    return _epoch_timer_class()()
+def projection(what: str, seconds: list[float], total: int) -> str:
+    """One line, after the first epochs: how long the rest of ``total`` will take at the pace
+    of the last one measured (the first, which compiles, is said apart)."""
+    pace, left = seconds[-1], total - len(seconds)
+    return (f"{what}: epoch 1 took {seconds[0]:.1f} s (compiling), epoch {len(seconds)} "
+            f"{pace:.1f} s; the {left} left will take about {left * pace:.0f} s at that pace.")
+
+
+def epoch_timer(project: str = ""):
+    """A Keras callback recording each epoch's wall-clock seconds in ``.seconds``. With
+    ``project`` (what is trained), it prints after the second epoch how long the rest of
+    ``fit``'s epochs will take (:func:`projection`), so a learner can stop and choose less."""
+    return _epoch_timer_class()(project)
 
 
 def speedup(fast: dict, slow: dict) -> float:

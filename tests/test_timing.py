@@ -1,5 +1,6 @@
 import time
 
+import numpy as np
 import pytest
 
 from helpers import timing
@@ -117,3 +118,24 @@ def test_the_steady_state_leaves_the_warm_up_out():
     assert timing.steady_state([1.0, 2.0], warmup=0) == 1.5
     with pytest.raises(ValueError, match="no timings"):
         timing.steady_state([])
+
+
+def test_projection_names_the_pace_and_what_is_left():
+    line = timing.projection("fit on 8 devices", [9.0, 2.0], 12)
+    assert line == ("fit on 8 devices: epoch 1 took 9.0 s (compiling), epoch 2 2.0 s; the 10 left "
+                    "will take about 20 s at that pace.")
+
+
+def test_epoch_timer_prints_the_projection_after_the_second_epoch(tf, capsys):
+    import keras
+
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+    x = np.ones((8, 4), "float32")
+    for epochs, printed in ((4, 1), (2, 0)):
+        timer = timing.epoch_timer("the test model")
+        model.fit(x, x[:, :1], epochs=epochs, verbose=0, callbacks=[timer])
+        assert len(timer.seconds) == epochs
+        out = capsys.readouterr().out
+        assert out.count("the test model: epoch 1 took") == printed, out
+        assert printed == 0 or "the 2 left" in out
