@@ -15,14 +15,19 @@ def resume(checkpoint, directory):
     return int(checkpoint.step)
 
 
-# Exercise 07.2: compute the scaling efficiency
-def scaling_efficiency(images_per_s):
-    """{replicas: efficiency} from {replicas: images/s}, relative to the fewest replicas."""
-    base = min(images_per_s)
-    return {n: (ips / images_per_s[base]) / (n / base) for n, ips in images_per_s.items()}
+# Exercise 07.2: profile notebook 04's step and name its first fix
+from helpers.lessons.dcgan import build_gan, make_train_step  # noqa: E402, TID253  (04's step)
 
 
-mine = scaling_efficiency({r["replicas"]: r["images_per_s"] for r in rows})
-for r in rows:
-    print(f"{r['replicas']} replica(s): efficiency {mine[r['replicas']]:.0%} "
-          f"(the sweep's table: {r['efficiency']:.0%})")
+def profile_gan(logdir, steps=5, batch_size=64):
+    """Trace `steps` of notebook 04's DCGAN step into `logdir`; its summary and first fix."""
+    generator, discriminator, g_opt, d_opt = build_gan("tutorial", (28, 28, 1), "float32")
+    step = make_train_step(generator, discriminator, g_opt, d_opt,
+                           tf.random.Generator.from_seed(0))
+    real = tf.random.uniform((batch_size, 28, 28, 1), -1.0, 1.0)  # one batch, in [-1, 1]
+    summary = scale_out_profile.read_trace(capture(lambda: step(real)[0], steps, logdir))
+    return summary, advice(summary)[0]
+
+
+gan_summary, gan_fix = profile_gan(work / "profile" / "dcgan_step")
+print(f"notebook 04's step: median {gan_summary.median_step_ms:.1f} ms; first fix: {gan_fix}")

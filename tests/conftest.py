@@ -54,19 +54,23 @@ def fresh_process(tmp_path_factory):
 
 
 # -- the exercises' answer corpus ---------------------------------------------------------------
-# Every verdict a test of the exercise checks (tests/test_exercises_nbNN.py) receives is one
-# answer of the corpus: right or wrong, the untouched placeholder and the given solutions apart.
-# The counts per exercise are printed at the end of the run (docs/instructor_notes.md quotes
-# them); the records go to a file, as the test workers are processes of their own.
+# Every verdict a test of the exercise checks (tests/test_exercises_nbNN.py, test_tpu_*.py)
+# receives is one answer of the corpus: right or wrong, the untouched placeholder and the given
+# solutions apart. The counts per exercise are printed at the end of the run
+# (docs/instructor_notes.md quotes them); the records go to a file, as the test workers are
+# processes of their own.
 
-CORPUS_FILE = Path(__file__).resolve().parent.parent / "build" / "exercise-corpus.jsonl"
+#: the modules that test exercise checks (08's and 09's test their plumbing beside them)
+EXERCISE_TESTS = ("test_exercises_nb", "test_tpu_keras_jax", "test_tpu_pytorch_xla")
+CORPUS_DIR = Path(__file__).resolve().parent.parent / "build" / "exercise-corpus"
+CORPUS = {"file": CORPUS_DIR / f"{os.getpid()}.jsonl"}  # one per run: its controller's pid
 
 
 def _corpus_record(exercise, passed, message, solution=False):
     kind = ("untouched" if message == exercises.UNTOUCHED else "solution" if solution
             else "right" if passed else "wrong")
-    CORPUS_FILE.parent.mkdir(parents=True, exist_ok=True)
-    with CORPUS_FILE.open("a", encoding="utf-8") as out:
+    CORPUS["file"].parent.mkdir(parents=True, exist_ok=True)
+    with CORPUS["file"].open("a", encoding="utf-8") as out:
         out.write(json.dumps({"exercise": exercise, "kind": kind}) + "\n")
 
 
@@ -80,12 +84,13 @@ def record():
 @pytest.fixture(autouse=True)
 def _corpus(request, monkeypatch):
     """In the tests of the exercise checks, every verdict shown is recorded."""
-    if not request.module.__name__.startswith("test_exercises_nb"):
+    if not request.module.__name__.startswith(EXERCISE_TESTS):
         yield
         return
     shown = exercises._show
-    name = request.node.originalname  # a test of the given solution, not of another answer
-    solution = "solution" in name or "need_no" in name or re.fullmatch(r"test_\d\d_\d_right", name)
+    name = request.node.name  # a test of the given solution, not of another answer
+    solution = ("solution" in name or "need_no" in name
+                or re.fullmatch(r"test_\d\d_\d_right", request.node.originalname))
 
     def show(verdict):
         _corpus_record(verdict.exercise, verdict.passed, verdict.message, solution)
@@ -95,19 +100,22 @@ def _corpus(request, monkeypatch):
     yield
 
 
-def pytest_sessionstart(session):
-    if not hasattr(session.config, "workerinput"):  # the controller, before any worker runs
-        CORPUS_FILE.unlink(missing_ok=True)
+def pytest_configure(config):
+    if hasattr(config, "workerinput"):  # a test worker (pytest-xdist): its controller's file
+        CORPUS["file"] = CORPUS_DIR / f"{os.getppid()}.jsonl"
+    else:
+        CORPUS["file"].unlink(missing_ok=True)
 
 
 def pytest_terminal_summary(terminalreporter):
-    if not CORPUS_FILE.exists():
+    if hasattr(terminalreporter.config, "workerinput") or not CORPUS["file"].exists():
         return
     counts = {}
-    for line in CORPUS_FILE.read_text(encoding="utf-8").splitlines():
+    for line in CORPUS["file"].read_text(encoding="utf-8").splitlines():
         entry = json.loads(line)
         counts.setdefault(entry["exercise"], collections.Counter())[entry["kind"]] += 1
     terminalreporter.write_line("exercise answer corpus (right / wrong answers, beyond the "
                                 "solution and the placeholder):")
     terminalreporter.write_line("  " + "; ".join(
         f"{ex} {c['right']}/{c['wrong']}" for ex, c in sorted(counts.items())))
+    CORPUS["file"].unlink()

@@ -130,6 +130,24 @@ def test_loss_scaling_right_written_otherwise(tf):
     assert verdict.passed, verdict.message
 
 
+def test_loss_scaling_right_with_dynamic_growth_and_a_float_return(tf):
+    import keras
+
+    def wrap(optimizer):  # the scale grows every 1000 good steps (Keras's default is 2000)
+        return keras.optimizers.LossScaleOptimizer(optimizer, dynamic_growth_steps=1000)
+
+    def step(model, optimizer, loss_fn, x, y):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, model(x, training=True))
+            scaled = optimizer.scale_loss(loss)
+        variables = model.trainable_variables
+        optimizer.apply(tape.gradient(scaled, variables), variables)
+        return float(loss)
+
+    verdict = check("04.1", wrap, step)
+    assert verdict.passed, verdict.message
+
+
 # 04.2: resume
 
 
@@ -151,6 +169,17 @@ def _resume(tf, which=None, restore=True):
         return manager, int(step.numpy())
 
     return resume
+
+
+def test_resume_right_with_latest_checkpoint_and_read(tf):
+    def resume(directory, step, weights):
+        checkpoint = tf.train.Checkpoint(step=step, weights=weights)
+        if newest := tf.train.latest_checkpoint(directory):
+            checkpoint.read(newest).assert_existing_objects_matched()
+        return tf.train.CheckpointManager(checkpoint, directory, max_to_keep=5), int(step)
+
+    verdict = check("04.2", resume)
+    assert verdict.passed, verdict.message
 
 
 def test_resume_catches_no_restore(tf):

@@ -3,8 +3,12 @@ wrong, to the untouched exercise and to the usual mistakes."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from types import SimpleNamespace
+
 import pytest
 
+from helpers import scale_out_profile
 from helpers.exercises import check
 from tools.exercises import solution_functions
 
@@ -96,43 +100,118 @@ def test_07_1_wrong(answer, expected):
     assert not result.passed and expected in result.message, result.message
 
 
-# 07.2: compute the scaling efficiency
+# 07.2: profile notebook 04's step and name its first fix
 
 
-def test_07_2_right(solved):
-    result = check("07.2", solved["scaling_efficiency"])
+@pytest.fixture(scope="module")
+def profiling(tf):
+    """What 07's cells give the exercise: capture, read_trace, advice, and 04's step."""
+    from helpers.lessons import dcgan
+    from helpers.lessons.scale_out_profile import advice, capture
+
+    return SimpleNamespace(tf=tf, capture=capture, advice=advice, read=scale_out_profile.read_trace,
+                           build_gan=dcgan.build_gan, make_train_step=dcgan.make_train_step,
+                           names=dict(tf=tf, capture=capture, advice=advice,
+                                      scale_out_profile=scale_out_profile))
+
+
+def gan_step(p, batch_size):
+    nets = p.build_gan("tutorial", (28, 28, 1), "float32")
+    step = p.make_train_step(*nets, p.tf.random.Generator.from_seed(0))
+    real = p.tf.random.uniform((batch_size, 28, 28, 1), -1.0, 1.0)
+    return lambda: step(real)[0]
+
+
+def own_loop(p):
+    """Right, written otherwise: its own marked loop, the profiler stopped in a finally."""
+    def profile_gan(logdir, steps=5, batch_size=64):
+        step = gan_step(p, batch_size)
+        for _ in range(3):
+            step().numpy()
+        p.tf.profiler.experimental.start(logdir)
+        try:
+            for number in range(steps):
+                with p.tf.profiler.experimental.Trace("train", step_num=number, _r=1):
+                    step().numpy()
+        finally:
+            p.tf.profiler.experimental.stop()
+        files = sorted(Path(logdir).glob("plugins/profile/*/*.xplane.pb"))
+        summary = p.read(files[-1])
+        return summary, p.advice(summary)[0]
+    return profile_gan
+
+
+def mixed_bfloat16(p):
+    """Right, written otherwise: another policy is still notebook 04's step."""
+    def profile_gan(logdir, steps=5, batch_size=64):
+        nets = p.build_gan("tutorial", (28, 28, 1), "mixed_bfloat16")
+        step = p.make_train_step(*nets, p.tf.random.Generator.from_seed(1))
+        real = p.tf.random.uniform((batch_size, 28, 28, 1), -1.0, 1.0)
+        summary = p.read(p.capture(lambda: step(real)[1], steps, logdir, warmup=2))
+        return summary, p.advice(summary)[0]
+    return profile_gan
+
+
+def never_stopped(p):
+    def profile_gan(logdir, steps=5, batch_size=64):
+        step = gan_step(p, batch_size)
+        step().numpy()
+        p.tf.profiler.experimental.start(logdir)
+        for number in range(steps):
+            with p.tf.profiler.experimental.Trace("train", step_num=number, _r=1):
+                step().numpy()
+        return None, "forgot to stop"
+    return profile_gan
+
+
+def all_the_advice(p):
+    def profile_gan(logdir, steps=5, batch_size=64):
+        summary = p.read(p.capture(gan_step(p, batch_size), steps, logdir))
+        return summary, p.advice(summary)  # the list, not its first line
+    return profile_gan
+
+
+def a_matmul_step(p):
+    def profile_gan(logdir, steps=5, batch_size=64):
+        a = p.tf.random.normal((256, 256))
+        summary = p.read(p.capture(p.tf.function(lambda: p.tf.reduce_sum(a @ a)), steps, logdir))
+        return summary, p.advice(summary)[0]
+    return profile_gan
+
+
+def five_steps_always(p):
+    def profile_gan(logdir, steps=5, batch_size=64):
+        summary = p.read(p.capture(gan_step(p, batch_size), 5, logdir))
+        return summary, p.advice(summary)[0]
+    return profile_gan
+
+
+def test_07_2_right(profiling):
+    solved = solution_functions("07_scale_out_profile", **profiling.names)
+    result = check("07.2", solved["profile_gan"])
+    assert result.passed, result.message
+
+
+def test_07_2_untouched():
+    def profile_gan(logdir, steps=5, batch_size=64):
+        """docstring"""
+        ...
+
+    assert "still holds its placeholder" in check("07.2", profile_gan).message
+
+
+@pytest.mark.parametrize("answer", [own_loop, mixed_bfloat16])
+def test_07_2_right_written_otherwise(profiling, answer):
+    result = check("07.2", answer(profiling))
     assert result.passed, result.message
 
 
 @pytest.mark.parametrize(("answer", "expected"), [
-    (lambda images_per_s: ..., "placeholder"),
-    (lambda ips: {n: v / ips[min(ips)] for n, v in ips.items()}, "the speedup"),
-    (lambda ips: {n: v / next(iter(ips.values())) / n for n, v in ips.items()},
-     "at 1 replicas, not 1"),
-    (lambda ips: {n: v / ips[min(ips)] / n for n, v in ips.items()},
-     "it gave 0.5 at 2 replicas, not 1"),
-    (lambda ips: [1.0] * len(ips), "not a dict"),
+    (never_stopped, "still running"),
+    (all_the_advice, "return `advice(summary)[0]`"),
+    (a_matmul_step, "no convolution"),
+    (five_steps_always, "not the 3 asked for"),
 ])
-def test_07_2_wrong(answer, expected):
-    result = check("07.2", answer)
-    assert not result.passed
-    assert expected in result.message
-
-
-def test_07_2_the_slowest_count_is_not_the_baseline():
-    """On logical devices of one chip, 1 replica can be faster than 2: the baseline is the
-    smallest replica count, not the smallest images/s."""
-    def slowest_as_baseline(ips):
-        base = min(ips.values())
-        return {n: v / base / (n / min(ips)) for n, v in ips.items()}
-
-    result = check("07.2", slowest_as_baseline)
-    assert not result.passed and "it gave 1.25 at 1 replicas" in result.message
-
-
-@pytest.mark.parametrize("answer", [
-    lambda ips: (lambda b: {n: ips[n] / ips[b] * b / n for n in sorted(ips)})(min(ips)),
-    lambda ips: {n: (v / ips[min(ips)]) / (n / min(ips)) for n, v in sorted(ips.items())},
-], ids=["rearranged", "sorted-items"])
-def test_07_2_right_written_otherwise(answer):
-    assert check("07.2", answer).passed
+def test_07_2_wrong(profiling, answer, expected):
+    result = check("07.2", answer(profiling))
+    assert not result.passed and expected in result.message, result.message

@@ -138,8 +138,15 @@ def _distribute_tensor(array, device_list):
     return keras.distribution.distribute_tensor(array, distribution.get_data_layout(array.shape))
 
 
-@pytest.mark.parametrize("answer", [SOLUTIONS["split_batch"], _distribute_tensor],
-                         ids=["the solution", "keras.distribution.distribute_tensor"])
+def _make_mesh(array, device_list):
+    mesh = jax.make_mesh((len(device_list),), ("data",), devices=device_list)
+    sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("data"))
+    return jax.device_put(array, sharding)
+
+
+@pytest.mark.parametrize("answer", [SOLUTIONS["split_batch"], _distribute_tensor, _make_mesh],
+                         ids=["the solution", "keras.distribution.distribute_tensor",
+                              "jax.make_mesh"])
 def test_08_2_accepts_right_answers(answer):
     assert verdict("08.2", answer, devices=jax.devices()).passed
 

@@ -147,6 +147,12 @@ def _cpu_by_hand(path, model, optimizer, step):  # right: .cpu() by hand, then t
                     "step": step}), path)
 
 
+def _tree_map(path, model, optimizer, step):  # right: every tensor moved, with torch's pytree
+    state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step}
+    torch.save(torch.utils._pytree.tree_map(
+        lambda v: v.cpu() if isinstance(v, torch.Tensor) else v, state), path)
+
+
 def _xla_tensors(path, model, optimizer, step):
     torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
                 "step": step}, path)
@@ -168,8 +174,8 @@ def test_09_2_untouched_placeholder():
     assert not result.passed and "placeholder" in result.message
 
 
-@pytest.mark.parametrize("answer", [SOLUTIONS["save_checkpoint"], _cpu_by_hand],
-                         ids=["the solution", "cpu() by hand"])
+@pytest.mark.parametrize("answer", [SOLUTIONS["save_checkpoint"], _cpu_by_hand, _tree_map],
+                         ids=["the solution", "cpu() by hand", "pytree map"])
 def test_09_2_accepts_right_answers(answer):
     result = exercises.check("09.2", answer, device=DEVICE)
     assert result.passed, result.message

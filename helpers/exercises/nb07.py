@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-import math
 import numbers
 import tempfile
+from pathlib import Path
 
 from helpers.exercises import exercise, require
 
@@ -55,32 +55,47 @@ def resume(fn) -> str | None:
     return None
 
 
-@exercise("07.2", "compute the scaling efficiency",
-          hint="The speedup is images/s over the smallest replica count's images/s; divide it "
-               "by how many times more replicas that is (n / smallest).",
-          right="Efficiency says how much of each added device's throughput you keep.")
-def scaling_efficiency(fn) -> str | None:
-    cases = [
-        ({4: 3000.0, 1: 1000.0, 2: 1800.0}, {1: 1.0, 2: 0.9, 4: 0.75}),  # not in replica order
-        ({2: 1000.0, 8: 2000.0}, {2: 1.0, 8: 0.5}),  # the smallest count measured is 2
-        # one replica faster than two (logical devices of one chip): the baseline is the
-        # smallest replica count, not the slowest
-        ({2: 1000.0, 1: 1250.0, 4: 2000.0}, {1: 1.0, 2: 0.4, 4: 0.4}),
-    ]
-    for measured, expected in cases:
-        got = fn(dict(measured))
+@exercise("07.2", "profile notebook 04's step and name its first fix",
+          hint="Build the step as notebook 04 does (`build_gan`, then `make_train_step`), give "
+               "`capture` a function that runs it on one batch and returns a loss, read the file "
+               "`capture` returns with `read_trace`, and return the summary with "
+               "`advice(summary)[0]`.",
+          right="You traced a real training step on this device, after its warm-up, with each "
+                "step marked, and read from the trace what to fix first: the loop to use on "
+                "your own model.")
+def profile_gan(fn) -> str | None:
+    import tensorflow as tf
+
+    from helpers.lessons.scale_out_profile import advice  # notebook 07's reading of a trace
+
+    with tempfile.TemporaryDirectory() as folder:
+        got = fn(folder, 3, 16)
+        try:  # a profiler left running makes the next capture fail
+            tf.profiler.experimental.start(str(Path(folder) / "probe"))
+        except Exception:  # noqa: BLE001  (TensorFlow says so with several error types)
+            tf.profiler.experimental.stop()
+            return ("The profiler was still running after your function returned: stop it "
+                    "(`tf.profiler.experimental.stop()`, in a `finally`), or the next capture "
+                    "fails.")
+        tf.profiler.experimental.stop()
         require(got)
-        if not isinstance(got, dict):
-            return f"It returned a {type(got).__name__}, not a dict {{replicas: efficiency}}."
-        if sorted(got) != sorted(expected):
-            return f"For {measured} it has keys {sorted(got)}, not {sorted(expected)}."
-        for count, want in expected.items():
-            value = got[count]
-            if not isinstance(value, int | float) or not math.isclose(value, want, rel_tol=1e-6):
-                speedup = measured[count] / measured[min(measured)]
-                if isinstance(value, int | float) and math.isclose(value, speedup, rel_tol=1e-6):
-                    return (f"For {count} replicas it gave {value:g}, the speedup: efficiency "
-                            f"divides it by {count // min(measured)} (replicas / smallest).")
-                return (f"For images/s {measured} it gave {value!r} at {count} replicas, "
-                        f"not {want:g}.")
+        if not isinstance(got, tuple) or len(got) != 2:
+            return (f"It returned a {type(got).__name__}: return a pair, the trace's summary and "
+                    "the first fix.")
+        summary, fix = got
+        if not hasattr(summary, "step_ms") or not hasattr(summary, "by_type"):
+            return (f"The first value is a {type(summary).__name__}, not the summary that "
+                    "`read_trace` returns.")
+        if len(summary.step_ms) != 3:
+            return (f"The trace has {len(summary.step_ms)} marked steps, not the 3 asked for "
+                    "(`steps`).")
+        if Path(folder).resolve() not in Path(summary.path).resolve().parents:
+            return f"The trace {summary.path} was not written under `logdir`."
+        if not any("Conv" in kind for kind, _, _ in summary.by_type()):
+            return ("The trace holds no convolution: it is not notebook 04's DCGAN step (build it "
+                    "with `build_gan` and `make_train_step`).")
+        want = advice(summary)[0]
+        if fix != want:
+            return (f"For this trace the first fix is {want[:70]!r}..., not {str(fix)[:70]!r}: "
+                    "return `advice(summary)[0]`.")
     return None

@@ -66,6 +66,7 @@ def capture(step, steps, logdir, warmup=3):
 
 import re
 
+#: op types that do the heavy arithmetic (convolutions, matrix multiplies)
 HEAVY_OPS = re.compile(r"Conv|MatMul|Einsum|convolution|dot|gemm|cutlass|xmma", re.IGNORECASE)
 
 
