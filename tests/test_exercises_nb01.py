@@ -79,6 +79,13 @@ def ignores_device(device, fn):
     return fn()
 
 
+def checks_without_asking(device, fn):  # raises for a missing GPU, but never asks for one
+    result = fn()
+    if not result.device.endswith(device.lstrip("/")):
+        raise RuntimeError(f"{device} asked, {result.device} used")
+    return result
+
+
 def device_string_only(device, fn):  # checks the request, not where it ran
     if "GPU" in device and not tf_module().config.list_physical_devices("GPU"):
         return fn()
@@ -111,7 +118,8 @@ def test_run_on_right_written_otherwise(tf, right):
 
 @pytest.mark.parametrize(("wrong", "says"), [
     (trusting, "said nothing"),
-    (ignores_device, "said nothing"),
+    (ignores_device, "without asking for that device"),
+    (checks_without_asking, "without asking for that device"),
     (device_string_only, "said nothing"),
     (asserts_before_running, "NameError"),
     (lambda device, fn: fn().numpy(), "not the result tensor"),

@@ -81,9 +81,25 @@ def array_input_fn(x, y, global_batch):
     def input_fn(context):
         n, i = context.num_input_pipelines, context.input_pipeline_id
         return tf.data.Dataset.from_tensor_slices((x[i::n], y[i::n])).batch(
-            context.get_per_replica_batch_size(global_batch))
+            context.get_per_replica_batch_size(global_batch), drop_remainder=True)
     return input_fn
 ''', True, "right"),
+    ("short-last-batch", '''
+def array_input_fn(x, y, global_batch):
+    def input_fn(context):
+        ds = tf.data.Dataset.from_tensor_slices((x, y))
+        ds = ds.shard(context.num_input_pipelines, context.input_pipeline_id)
+        return ds.batch(context.get_per_replica_batch_size(global_batch))
+    return input_fn
+''', False, "drop_remainder=True"),
+    ("unseeded-shuffle-first", '''
+def array_input_fn(x, y, global_batch):
+    def input_fn(context):
+        ds = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(len(x))
+        ds = ds.shard(context.num_input_pipelines, context.input_pipeline_id)
+        return ds.batch(context.get_per_replica_batch_size(global_batch), drop_remainder=True)
+    return input_fn
+''', False, "shard first"),
     ("no-shard", '''
 def array_input_fn(x, y, global_batch):
     def input_fn(context):

@@ -209,7 +209,7 @@ def test_07_2_right_written_otherwise(profiling, answer):
 @pytest.mark.parametrize(("answer", "expected"), [
     (never_stopped, "still running"),
     (all_the_advice, "return `advice(summary)[0]`"),
-    (a_matmul_step, "no convolution"),
+    (a_matmul_step, "no op of a generator and a discriminator"),
     (five_steps_always, "not the 3 asked for"),
 ])
 def test_07_2_wrong(profiling, answer, expected):

@@ -53,15 +53,25 @@ def hidden_gpu_env(make_env) -> str | None:
     return None
 
 
+def _scope() -> str | None:
+    """The device the surrounding ``tf.device`` asks for ("" when none); None where this
+    TensorFlow does not say (then it is not judged)."""
+    try:
+        from tensorflow.python.eager import context  # no public API says it
+
+        return context.context().device_name or ""
+    except (ImportError, AttributeError):
+        return None
+
+
 #: What a failing answer may raise on purpose (anything else is a bug in it, reported as one)
 _REFUSALS = (RuntimeError, ValueError, LookupError, AssertionError)
 
 
 @exercise("01.3", "run a computation where you ask, or fail",
-          hint="Compute inside `with tf.device(device):`, then compare the result's `.device` "
-               "with what you asked for (it ends with the same `TYPE:index`): TensorFlow puts "
-               "an operation elsewhere without a word when the device is missing, so raise a "
-               "RuntimeError when they differ.",
+          hint="Two steps: ask for the device as this notebook's matmul cell does, then read "
+               "where the result was computed (its `.device` ends with `TYPE:index`) and raise "
+               "an error when that is not what you asked for.",
           right="Your code runs where you asked, or says it cannot: no silent fall-back to the "
                 "CPU, the mistake behind most \"is my GPU even used?\" questions.")
 def run_on(fn) -> str | None:
@@ -71,19 +81,29 @@ def run_on(fn) -> str | None:
     product = tf.matmul(a, a).numpy()
     gpus = len(tf.config.list_logical_devices("GPU"))
     soft = tf.config.get_soft_device_placement()
+    asked = []  # the device each call of the work was asked for, where TensorFlow says
+
+    def work():
+        asked.append(_scope())
+        return tf.matmul(a, a)
+
     try:
         for device in ["/CPU:0", *(["/GPU:0"] if gpus else [])]:
-            got = fn(device, lambda: tf.matmul(a, a))
+            got = fn(device, work)
             require(got)
             if not hasattr(got, "device") or not hasattr(got, "numpy"):
                 return f"For {device} it returned a {type(got).__name__}, not the result tensor."
+            if asked and asked[-1] is not None and not asked[-1].endswith(device.lstrip("/")):
+                return (f"For {device} it ran fn() without asking for that device (it ran where "
+                        "TensorFlow chose, which happened to fit): call it under "
+                        "`tf.device(device)`.")
             if not got.device.endswith(device.lstrip("/")):
                 return f"Asked for {device}, it returned a result computed on {got.device}."
             if not (got.numpy() == product).all():
                 return f"For {device} the result is not what fn() computes."
         missing = f"/GPU:{gpus}"  # one more GPU than this runtime has
         try:
-            got = fn(missing, lambda: tf.matmul(a, a))
+            got = fn(missing, work)
         except _REFUSALS + (tf.errors.OpError,):
             return None
         require(got)

@@ -20,11 +20,9 @@ def _per_example(values):
 
 
 @exercise("05.1", "run the loss on every replica and reduce it",
-          hint="Inside `strategy.run`, average each replica's per-example losses over the "
-               "GLOBAL batch (`tf.nn.compute_average_loss(losses, "
-               "global_batch_size=global_batch_size)`); then "
-               "`strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)` adds "
-               "the replicas' shares.",
+          hint="Each replica's share must be its losses' sum divided by the GLOBAL batch size "
+               "(what notebook 04's `bce` asks `tf.nn.compute_average_loss` for), so that the "
+               "shares add up to the mean; which `ReduceOp` adds them?",
           right="`strategy.run` computed each replica's share of the loss and `strategy.reduce` "
                 "summed them into the global batch's mean, on every replica count and with a "
                 "short last batch: the number notebook 04's distributed step reports.")
@@ -34,7 +32,7 @@ def global_loss(fn, strategy) -> str | None:
     replicas = strategy.num_replicas_in_sync
     values = np.random.default_rng(5).uniform(0.5, 2.0, 8 * replicas).astype("float32")
     # a full batch, then a short last one that leaves some replicas fewer examples (or none)
-    for size in (len(values), replicas + replicas // 2 + 1):
+    for size in (len(values), replicas + 1):  # the short one splits unevenly, even on 2
         batch = values[:size]
         dataset = tf.data.Dataset.from_tensor_slices(batch).batch(size)
         dist_batch = next(iter(strategy.experimental_distribute_dataset(dataset)))
@@ -67,17 +65,17 @@ def global_loss(fn, strategy) -> str | None:
 
 
 @exercise("05.2", "write the input function that shards by InputContext",
-          hint="In `input_fn(context)`: `Dataset.from_tensor_slices((x, y))`, then "
-               "`.shard(context.num_input_pipelines, context.input_pipeline_id)`, then "
-               "`.batch(context.get_per_replica_batch_size(global_batch), "
-               "drop_remainder=True)`.",
+          hint="Read the input context as `tfrecord_input_fn` does: which of its fields say "
+               "how many pipelines there are and which one this is, and which gives the "
+               "per-replica batch size? Shard the examples, not the replicas, and keep full "
+               "batches only.",
           right="Every input pipeline read its own share of the examples, each example exactly "
                 "once, in full batches of the per-replica size: what "
                 "`distribute_datasets_from_function` expects from each machine.")
 def array_input_fn(make) -> str | None:
     import tensorflow as tf
 
-    count, global_batch = 96, 24
+    count, global_batch = 100, 24  # no share divides into whole batches: full ones only
     x = np.arange(count, dtype="float32")[:, None] * np.ones((1, 3), "float32")
     y = np.arange(count, dtype="int64")
     input_fn = make(x, y, global_batch)
@@ -102,10 +100,15 @@ def array_input_fn(make) -> str | None:
                 if not isinstance(element, tuple) or len(element) != 2:
                     return f"With {where}, an element is not a pair (images, labels)."
                 images, labels = element
-                if int(labels.shape[0]) != per_replica:
-                    return (f"With {where}, a batch holds {int(labels.shape[0])} examples, not "
-                            f"the per-replica size {per_replica} (the global batch "
-                            f"{global_batch} over {replicas} replicas).")
+                size = int(labels.shape[0])
+                if size < per_replica:
+                    return (f"With {where}, a batch holds {size} examples, the remainder of the "
+                            f"share: keep full batches only (`drop_remainder=True`), so that "
+                            "every step has the same shape.")
+                if size != per_replica:
+                    return (f"With {where}, a batch holds {size} examples, not the per-replica "
+                            f"size {per_replica} (the global batch {global_batch} over "
+                            f"{replicas} replicas).")
                 if not np.array_equal(images.numpy()[:, 0], labels.numpy()):
                     return f"With {where}, the images and labels of a batch do not match."
                 seen += [int(v) for v in labels.numpy()]
@@ -113,9 +116,11 @@ def array_input_fn(make) -> str | None:
         if twice:
             return (f"With {where}, example {twice[0]} is read more than once "
                     f"({len(twice)} such): each pipeline must read only its share (`shard` by "
-                    "`num_input_pipelines` and `input_pipeline_id`), once (no `repeat`).")
+                    "`num_input_pipelines` and `input_pipeline_id`), once (no `repeat`); a "
+                    "`shuffle` before the `shard` also does it, as each pipeline shuffles "
+                    "differently: shard first.")
         missed = sorted(set(range(count)) - set(seen))
-        if missed:  # every share here is a whole number of full batches
+        if len(missed) > pipelines * (per_replica - 1):  # more than each share's remainder
             return (f"With {where}, {len(missed)} of the {count} examples are never read "
                     f"(example {missed[0]}, for one): shard by the number of input pipelines, "
                     "not of replicas.")

@@ -11,9 +11,9 @@ from helpers.exercises import exercise, require
 
 
 @exercise("07.1", "resume from the latest checkpoint",
-          hint="`tf.train.latest_checkpoint(directory)` names the newest checkpoint (None when "
-               "there is none); `checkpoint.restore(it)` puts every tracked variable back; then "
-               "return `int(checkpoint.step)`.",
+          hint="`worker.py` above resumes the same way: find the newest checkpoint in the "
+               "folder (there may be none), restore it into the checkpoint object, and read the "
+               "step from the restored variable, not from the file's name.",
           right="A restarted worker picks up at the step its last checkpoint saved, with the "
                 "weights of that step, and a first start begins at step 0.")
 def resume(fn) -> str | None:
@@ -56,10 +56,9 @@ def resume(fn) -> str | None:
 
 
 @exercise("07.2", "profile notebook 04's step and name its first fix",
-          hint="Build the step as notebook 04 does (`build_gan`, then `make_train_step`), give "
-               "`capture` a function that runs it on one batch and returns a loss, read the file "
-               "`capture` returns with `read_trace`, and return the summary with "
-               "`advice(summary)[0]`.",
+          hint="Three calls of this notebook do the work, as in the classifier's profile: "
+               "`capture` (given a function that runs 04's step on the batch and returns one "
+               "loss), `read_trace` on the file it returns, and `advice`.",
           right="You traced a real training step on this device, after its warm-up, with each "
                 "step marked, and read from the trace what to fix first: the loop to use on "
                 "your own model.")
@@ -91,9 +90,10 @@ def profile_gan(fn) -> str | None:
                     "(`steps`).")
         if Path(folder).resolve() not in Path(summary.path).resolve().parents:
             return f"The trace {summary.path} was not written under `logdir`."
-        if not any("Conv" in kind for kind, _, _ in summary.by_type()):
-            return ("The trace holds no convolution: it is not notebook 04's DCGAN step (build it "
-                    "with `build_gan` and `make_train_step`).")
+        names = " ".join(op.name for op in summary.ops).lower()
+        if "generator" not in names or "discriminator" not in names:
+            return ("The trace holds no op of a generator and a discriminator: it is not "
+                    "notebook 04's DCGAN step (build it with `build_gan` and `make_train_step`).")
         want = advice(summary)[0]
         if fix != want:
             return (f"For this trace the first fix is {want[:70]!r}..., not {str(fix)[:70]!r}: "
