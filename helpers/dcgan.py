@@ -9,7 +9,8 @@ construction, the ``@tf.function`` step with two tapes, loss scaling, the epoch 
 the run's stream of them, checkpoints, the training loop; saved as
 :mod:`helpers.lessons.dcgan`). What stays here:
 the precision/XLA choice per device, the run's history (losses, grids, scores), the GIF, the
-curves, where the run lives (Drive on Colab). Notebook 05 runs notebook 04's step itself under a
+curves, where the run lives (Drive on Colab), how much of the run this session's time
+budget fits (:func:`plan_session`). Notebook 05 runs notebook 04's step itself under a
 ``tf.distribute`` strategy: there is one GAN step in the course.
 
 In 04's networks, batch norm runs TensorFlow's fused kernel and dropout draws half the random
@@ -50,6 +51,7 @@ import json
 import os
 import warnings
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 from PIL import Image
@@ -180,6 +182,38 @@ class History:
 
     def grids(self) -> list[Path]:
         return [self.directory / "grids" / row["grid"] for row in self.epochs]
+
+
+def plan_session(saved_step: int, steps_per_epoch: int, epochs: int, seconds_per_epoch: float,
+                 budget_s: float) -> SimpleNamespace:
+    """This session's share of a run that stands at ``saved_step``.
+
+    ``epochs``: the epoch to train to, the whole epochs that fit in ``budget_s`` at
+    ``seconds_per_epoch`` (at least one, never past the run's ``epochs``). ``die_at``: the step
+    before which the killed process dies, halfway through the share, while the run is short of
+    its own halfway step (else None). ``line`` says how long the rest takes, and what fits."""
+    total, done = epochs * steps_per_epoch, saved_step // steps_per_epoch
+    fit = max(1, int(budget_s // max(seconds_per_epoch, 1e-9)))
+    share = min(epochs, done + fit)
+    die_at = (min(total // 2, saved_step + (share * steps_per_epoch - saved_step) // 2) + 1
+              if saved_step < total // 2 else None)
+    if done >= epochs:
+        return SimpleNamespace(epochs=epochs, die_at=None, line="the run is complete.")
+    line = (f"an epoch takes about {_duration(seconds_per_epoch)} here, so the {epochs - done} "
+            f"epoch(s) left take about {_duration((epochs - done) * seconds_per_epoch)}, plus "
+            "scoring and checkpoints; ")
+    if share == epochs:
+        line += f"they fit in the budget ({_duration(budget_s)}): this session trains them all."
+    else:
+        line += (f"the budget ({_duration(budget_s)}) fits {fit}: this session trains to epoch "
+                 f"{share} of {epochs}, and a re-run with the same run_dir goes on from there.")
+    return SimpleNamespace(epochs=share, die_at=die_at, line=line)
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 10:
+        return f"{seconds:.1f} s"
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
 
 def save_grid(images: np.ndarray, path, columns: int = 4) -> Path:

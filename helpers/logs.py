@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import warnings
 
 from helpers import errors
@@ -85,6 +86,15 @@ def no_tensorflow_message(runs_here: tuple[str, ...] | None = None) -> str:
     )
 
 
+_import_seconds: float | None = None  # how long import_tensorflow's import took, once
+
+
+def tensorflow_import_seconds() -> float | None:
+    """How long :func:`import_tensorflow` took to import TensorFlow and Keras in this process
+    (what any new process pays again); None where something else imported them first."""
+    return _import_seconds
+
+
 def import_tensorflow():
     """Import TensorFlow with its start-up notices hidden; return the module.
 
@@ -93,15 +103,18 @@ def import_tensorflow():
     Anything else written there (a real error) is passed on. Without TensorFlow
     it raises :class:`NoTensorFlowError`, which IPython shows as one line.
     """
+    global _import_seconds
     quiet_native_logs()
     if "tensorflow" in sys.modules:
         return sys.modules["tensorflow"]
+    started = time.perf_counter()
     try:
         if importlib.util.find_spec("tensorflow") is None:
             raise ModuleNotFoundError("No module named 'tensorflow'", name="tensorflow")
         with native_noise_filtered():
             import keras  # noqa: F401  (loads its own native pieces now, quietly)
             import tensorflow as tf
+        _import_seconds = time.perf_counter() - started
     except ModuleNotFoundError as error:
         if error.name != "tensorflow":
             raise

@@ -1,4 +1,5 @@
 import signal
+import time
 from pathlib import Path
 
 import numpy as np
@@ -161,6 +162,40 @@ def test_the_training_loop_counts_steps_on_the_host_and_reads_losses_in_batches(
     assert [row[0] for row in run.history.losses] == list(range(1, 46))
     assert [Path(p).name for p in run.manager.checkpoints] == ["ckpt-30", "ckpt-45"]
     assert run.history.epochs[0]["step"] == 45
+
+
+def test_a_deadline_stops_the_run_at_an_epoch_end_just_saved(tf, tmp_path):
+    """A session whose budget is spent ends on a checkpoint at an epoch's end, never mid-epoch;
+    with time left it trains every epoch asked for."""
+    from helpers.lessons import dcgan as lesson
+
+    images = data.load("digits", limit=64, verbose=False)
+    run = lesson_run(tmp_path)
+    final = lesson.train(run, lesson.epoch_batches(images.x_train, 16), 3, 2, every=100,
+                         deadline=time.time())  # already spent: one epoch, then stop
+    assert final == 2 and saved(run) == ["ckpt-2"]
+    assert [row["epoch"] for row in run.history.epochs] == [1]
+    resumed = lesson_run(tmp_path)  # the next session
+    final = lesson.train(resumed, lesson.epoch_batches(images.x_train, 16), 3, 2, every=100,
+                         deadline=time.time() + 3600)
+    assert final == 6 and [row["epoch"] for row in resumed.history.epochs] == [1, 2, 3]
+
+
+@pytest.mark.parametrize(("saved", "seconds", "budget", "share", "die_at", "says"), [
+    (0, 60, 3600, 50, 251, "they fit in the budget (60 min): this session trains them all"),
+    (0, 300, 1800, 6, 31, "the budget (30 min) fits 6: this session trains to epoch 6 of 50"),
+    (60, 300, 1800, 12, 91, "this session trains to epoch 12 of 50"),  # the next session
+    (70, 300, 1800, 13, 101, "the 43 epoch(s) left take about 215 min"),  # killed mid-epoch 8
+    (240, 300, 1800, 30, 251, "this session trains to epoch 30 of 50"),  # dies at halfway
+    (250, 60, 3600, 50, None, "this session trains them all"),  # at halfway: no child
+    (0, 300, 0, 1, 6, "the budget (0.0 s) fits 1: this session trains to epoch 1 of 50"),
+    (500, 60, 3600, 50, None, "the run is complete."),
+])
+def test_a_session_trains_the_epochs_its_budget_fits(saved, seconds, budget, share, die_at,
+                                                     says):
+    session = dcgan.plan_session(saved, 10, 50, seconds, budget)  # 10 steps per epoch, 50
+    assert (session.epochs, session.die_at) == (share, die_at)
+    assert says in session.line, session.line
 
 
 def test_a_gif_needs_at_least_one_grid(tmp_path):

@@ -202,15 +202,20 @@ def check_invalid_values(results, cases, users):
 @pytest.mark.skipif(STACK != "pinned" or not any(p.stem == "04_dcgan" for p in NOTEBOOKS),
                     reason="plain Python before any restore: the pinned stack proves it")
 def test_04_resumed_with_another_precision_stops_and_keeps_every_checkpoint(tmp_path):
-    """A GPU session's run, re-run in the same run_dir where precision="auto" would pick
-    another policy (a CPU runtime after the GPU quota ran out): the re-run stops in one line
-    naming the change, and the first run's files all survive, byte for byte."""
+    """A GPU session's run, which its budget stopped after epoch 1 of 2, re-run in the same
+    run_dir where precision="auto" would pick another policy (a CPU runtime after the GPU quota
+    ran out): the re-run stops in one line naming the change, and the first run's files all
+    survive, byte for byte."""
     path = course.NOTEBOOKS / "04_dcgan.ipynb"
     run_dir = tmp_path / "run"
     params = {**course.parameters_for(path.stem, "test"), "run_dir": str(run_dir),
-              "precision": "mixed_bfloat16", "epochs": 1, "checkpoint_every": 1}
+              "precision": "mixed_bfloat16", "epochs": 2, "budget_min": 0,
+              "checkpoint_every": 1}
     first = run_notebooks.execute(path, tmp_path / "first", params)
     assert first.status == "passed", f"cell {first.error_cell}: {first.error}"
+    said = first.executed.read_text()
+    assert "this session trains to epoch 1 of 2" in said, "budget_min=0: one epoch a session"
+    assert "Trained to step 4 of 8; the rest is for another session" in said
 
     def files_of_the_run():  # all but the lock, which names the process using the folder
         return {p: p.read_bytes() for p in run_dir.rglob("*")

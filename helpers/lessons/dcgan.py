@@ -235,7 +235,8 @@ def start_run(settings, shape, scorer=None):
                            generator=generator, discriminator=discriminator, step=step)
 
 
-def train(run, make_batches, epochs, steps_per_epoch, every=200, read_back=20, step_fn=None):
+def train(run, make_batches, epochs, steps_per_epoch, every=200, read_back=20, step_fn=None,
+          deadline=None):
     step_fn = step_fn or run.train_step
     step = int(run.step.numpy())  # read back once; from here on counted on the host
     batches = iter(run_batches(make_batches, epochs, steps_per_epoch, step))
@@ -254,6 +255,9 @@ def train(run, make_batches, epochs, steps_per_epoch, every=200, read_back=20, s
         run.history.end_epoch(run.generator, epoch, step, time.perf_counter() - start, images,
                               epochs)  # prints the epoch's time, and the time left at its pace
         save(run, step)
+        took = time.perf_counter() - start  # the epoch, with its score and checkpoint
+        if deadline and epoch + 1 < epochs and time.time() + took > deadline:
+            break  # the next epoch, at this one's pace, would end past the session's budget
     return step
 
 
