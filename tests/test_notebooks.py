@@ -135,10 +135,12 @@ def table_row(executed, first: str) -> list[float]:
 
 # How close 1 device and 8 must be (the notebooks' own 1-versus-8 tables): the losses to
 # float32 rounding; the updates relative to the 1-device update, Adam's first step amplifying
-# rounding where a gradient is near zero (notebook 08 explains it).
+# rounding where a gradient is near zero (notebook 08 explains it). 09's SGD update differs by
+# 1.25e-4 (torch-xla 2.9.0, test profile), as much as plain PyTorch's (1.34e-4): its batch norm
+# magnifies float32 rounding; gradients left unsummed over the 8 devices would differ by 0.875.
 TOLERANCES = {
     "08_tpu_keras_jax": {"classifier": (1e-4, 1e-3), "DCGAN step": (1e-5, 2e-2)},
-    "09_tpu_pytorch_xla": {"split between 8 devices": (1e-5, 1e-4)},
+    "09_tpu_pytorch_xla": {"split between 8 devices": (1e-5, 1e-3)},
 }
 
 
