@@ -210,7 +210,8 @@ def projection(what: str, seconds: list[float], total: int) -> str:
     of the last one measured (the first, which compiles, is said apart)."""
     pace, left = seconds[-1], total - len(seconds)
     return (f"{what}: epoch 1 took {seconds[0]:.1f} s (compiling), epoch {len(seconds)} "
-            f"{pace:.1f} s; the {left} left will take about {left * pace:.0f} s at that pace.")
+            f"{pace:.1f} s; the {left} epoch{'s' * (left != 1)} left will take about "
+            f"{left * pace:.0f} s at that pace.")
 
 
 def epoch_timer(project: str = ""):

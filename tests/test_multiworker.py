@@ -215,7 +215,8 @@ except ValueError as error:
 
 @pytest.mark.heavy
 def test_keras_fit_still_fails_under_the_strategy_as_notebook_07_says(tmp_path):
-    """keras-team/keras#20585. When this fails, Keras has fixed it: update notebook 07."""
+    """keras-team/keras#20585, seen on TF 2.20 + Keras 3.13.2 (Colab) and TF 2.21 + Keras 3.15.1.
+    When this fails, Keras has fixed it: update notebook 07, which names those releases."""
     script = tmp_path / "fit_worker.py"
     script.write_text(FIT_WORKER)
     addresses = [f"localhost:{port}" for port in scale_out_profile.free_ports(2)]

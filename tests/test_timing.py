@@ -122,8 +122,9 @@ def test_the_steady_state_leaves_the_warm_up_out():
 
 def test_projection_names_the_pace_and_what_is_left():
     line = timing.projection("fit on 8 devices", [9.0, 2.0], 12)
-    assert line == ("fit on 8 devices: epoch 1 took 9.0 s (compiling), epoch 2 2.0 s; the 10 left "
-                    "will take about 20 s at that pace.")
+    assert line == ("fit on 8 devices: epoch 1 took 9.0 s (compiling), epoch 2 2.0 s; the 10 "
+                    "epochs left will take about 20 s at that pace.")
+    assert "the 1 epoch left will take about 2 s" in timing.projection("fit", [9.0, 2.0], 3)
 
 
 def test_epoch_timer_prints_the_projection_after_the_second_epoch(tf, capsys):
@@ -138,4 +139,4 @@ def test_epoch_timer_prints_the_projection_after_the_second_epoch(tf, capsys):
         assert len(timer.seconds) == epochs
         out = capsys.readouterr().out
         assert out.count("the test model: epoch 1 took") == printed, out
-        assert printed == 0 or "the 2 left" in out
+        assert printed == 0 or "the 2 epochs left" in out
