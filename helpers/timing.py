@@ -178,6 +178,7 @@ def epoch_result(
         "first_epoch_s": seconds[0],
         "epoch_s": steady,
         "images_per_s": images / steady,
+        "images": images,
         "epochs": len(seconds),
     }
 
@@ -226,7 +227,8 @@ def speedup(fast: dict, slow: dict) -> float:
     return fast["images_per_s"] / slow["images_per_s"]
 
 
-RESULT_HEADERS = ["run", "device", "batch", "policy", "XLA", "first epoch s", "epoch s", "images/s"]
+RESULT_HEADERS = ["run", "device", "images/epoch", "batch", "policy", "XLA", "first epoch s",
+                  "epoch s", "images/s"]
 
 
 def result_rows(results: list[dict]) -> list[list]:
@@ -234,6 +236,7 @@ def result_rows(results: list[dict]) -> list[list]:
         [
             r["label"],
             r["device"],
+            r["images"],
             r["batch_size"],
             r["policy"],
             "on" if r["xla"] else "off",

@@ -18,7 +18,9 @@ def test_epoch_result_keeps_the_first_epoch_apart():
     assert result["first_epoch_s"] == 9.0 and result["epoch_s"] == 3.0  # median of 2, 4, 3
     assert result["images_per_s"] == pytest.approx(200.0) and result["epochs"] == 4
     rows = timing.result_rows([result])
-    assert rows[0] == ["mnist_cnn", "Tesla T4", 32, "mixed_float16", "on", "9.00", "3.000", "200"]
+    assert rows[0] == ["mnist_cnn", "Tesla T4", 600, 32, "mixed_float16", "on", "9.00", "3.000",
+                       "200"]
+    assert len(rows[0]) == len(timing.RESULT_HEADERS)
 
 
 def test_one_epoch_cannot_give_a_steady_state():
