@@ -564,6 +564,20 @@ def cpu_supports_bfloat16(cpuinfo: str | None = None) -> bool:
     return bool({"avx512_bf16", "amx_bf16"} & flags)
 
 
+def bfloat16_native(kind: str, gpus: list[GPU] | None = None, cpuinfo: str | None = None) -> bool:
+    """Whether ``kind`` computes bfloat16 in hardware: a TPU; GPUs of compute capability 8.0
+    (Ampere) or newer, every one of them (a T4, 7.5, has none); a CPU with AVX512_BF16 or AMX.
+    Elsewhere bfloat16 is emulated, and runs several times slower than float32."""
+    if kind == "tpu":
+        return True
+    if kind == "gpu":
+        gpus = list_gpus() if gpus is None else gpus
+        versions = [tuple(int(part) for part in (g.compute_capability or "0.0").split("."))
+                    for g in gpus]
+        return bool(versions) and min(versions) >= (8, 0)
+    return cpu_supports_bfloat16(cpuinfo)
+
+
 def mixed_policy_for(kind: str, cpu_bf16: bool | None = None) -> str | None:
     """The mixed-precision policy that suits a device, or None where none helps.
 

@@ -215,7 +215,10 @@ def _child_main(task: dict) -> dict:
 
     gpu_peak = None
     if tf.config.list_physical_devices("GPU"):
-        gpu_peak = tf.config.experimental.get_memory_info("GPU:0")["peak"] / 2**20
+        try:
+            gpu_peak = tf.config.experimental.get_memory_info("GPU:0")["peak"] / 2**20
+        except (ValueError, tf.errors.OpError):  # an allocator that keeps no statistics
+            gpu_peak = None
     peak = peak_rss_mb()
     return {
         "history": history.history,
@@ -224,12 +227,18 @@ def _child_main(task: dict) -> dict:
         "step_rss_mb": max(0.0, peak - before),
         "gpu_peak_mb": gpu_peak,
         "memory_setting": memory_setting,
+        "allocator": os.environ.get("TF_GPU_ALLOCATOR") or "TensorFlow's own (BFC)",
     }
 
 
-def _child_entry(target, task, connection) -> None:
-    """The child's side of :func:`run_in_child`: run ``target(task)``, send back the result,
-    or the error as one line (the parent raises it)."""
+def _child_entry(target, task, connection, environ=None) -> None:
+    """The child's side of :func:`run_in_child`: take the caller's environment as it is now
+    (a fork server's child would otherwise have the server's, from when it started: a
+    ``TF_GPU_ALLOCATOR`` set since would never reach it), run ``target(task)``, send back the
+    result, or the error as one line (the parent raises it)."""
+    if environ is not None:
+        os.environ.clear()
+        os.environ.update(environ)
     try:
         reply = {"result": target(task)}
     except BaseException as error:  # reported to the parent, which raises it
@@ -286,7 +295,9 @@ def run_in_child(target, task, timeout: float = 600, what: str = "") -> dict:
     what = what or getattr(target, "__name__", "child")
     context = processes.context()
     reader, writer = context.Pipe(duplex=False)
-    child = context.Process(target=_child_entry, args=(target, task, writer), daemon=True)
+    environ = dict(os.environ)  # the child's, as a new process started now would get it
+    child = context.Process(target=_child_entry, args=(target, task, writer, environ),
+                            daemon=True)
     child.start()
     writer.close()  # the child holds the only writing end: its death reads as end of file
     reply = None

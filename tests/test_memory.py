@@ -264,6 +264,23 @@ def test_a_spawned_childs_peak_memory_is_its_own_not_the_parents():
     assert parent > 400 and child["peak"] < parent - 300, (parent, child)
 
 
+def _environment_variable(name):
+    return os.environ.get(name)
+
+
+def test_a_child_gets_the_callers_environment_as_it_is_now():
+    """The fork server started with the environment of its time; a child must see a variable
+    set since (notebook 06 sets TF_GPU_ALLOCATOR for the next child) and not one unset since."""
+    out_of_memory.run_in_child(dict, {})  # the fork server is running from here on
+    os.environ["COURSE_TEST_SET_LATE"] = "cuda_malloc_async"
+    try:
+        assert out_of_memory.run_in_child(_environment_variable, "COURSE_TEST_SET_LATE") == (
+            "cuda_malloc_async")
+    finally:
+        del os.environ["COURSE_TEST_SET_LATE"]
+    assert out_of_memory.run_in_child(_environment_variable, "COURSE_TEST_SET_LATE") is None
+
+
 def _peak_in_child(_):
     return {"peak": out_of_memory.peak_rss_mb()}
 
