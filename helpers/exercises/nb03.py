@@ -206,7 +206,7 @@ _ROWS, _EPOCH_BATCH = 10, 4
 
 
 @exercise("03.3", "slice shuffled batches on the device",
-          hint="`order = tf.random.shuffle(tf.range(n))`, then for each start "
+          hint="`order = tf.argsort(tf.random.uniform([n]))`, then for each start "
                "`index = order[start:start + batch_size]` and "
                "`(tf.gather(x, index), tf.gather(y, index))`: one order for both.",
           right="One shuffled epoch: every example once, images with their labels, a new order "
