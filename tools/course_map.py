@@ -194,7 +194,9 @@ def course_map(records: dict) -> str:
             "processes it waited for, "
             f"measured by `python -m tools.course_map measure` on {where} ({when}), on the "
             "CPU, without an accelerator. The full profile is sized for what a Colab learner "
-            "runs on a GPU; a run still going at the measurement's budget was stopped there "
+            "runs on a GPU, and where a notebook simulates its devices on the CPU (05's "
+            "replicas without two GPUs, 08's and 09's TPU chips without a TPU) for that CPU; "
+            "a run still going at the measurement's budget was stopped there "
             "(`> ...`). Other work on the machine lengthens wall times more than CPU times." + busy)
     return "\n".join(rows) + "\n" + note
 
