@@ -108,11 +108,18 @@ def test_inside_drive_the_folder_must_be_below_mydrive(tmp_path):
 
 
 def defaults(path) -> dict:
-    """The default values of a notebook's parameters cell."""
+    """The default values of a notebook's parameters cell; one that depends on the runtime
+    (05, 08, 09: ``256 if cpu_replicas else 1024``) as its source text."""
     cells = json.loads(path.read_text())["cells"]
     cell = next(c for c in cells if "parameters" in c["metadata"].get("tags", []))
     tree = ast.parse("".join(cell["source"]))
-    return {n.targets[0].id: ast.literal_eval(n.value) for n in tree.body}
+    values = {}
+    for node in tree.body:
+        try:
+            values[node.targets[0].id] = ast.literal_eval(node.value)
+        except ValueError:
+            values[node.targets[0].id] = ast.unparse(node.value)
+    return values
 
 
 def tags(cell) -> list:
