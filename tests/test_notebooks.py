@@ -214,7 +214,7 @@ def test_04_resumed_with_another_precision_stops_and_keeps_every_checkpoint(tmp_
     path = course.NOTEBOOKS / "04_dcgan.ipynb"
     run_dir = tmp_path / "run"
     params = {**course.parameters_for(path.stem, "test"), "run_dir": str(run_dir),
-              "precision": "mixed_bfloat16", "epochs": 2, "budget_min": 0,
+              "precision": "mixed_float16", "epochs": 2, "budget_min": 0,
               "checkpoint_every": 1}
     first = run_notebooks.execute(path, tmp_path / "first", params)
     assert first.status == "passed", f"cell {first.error_cell}: {first.error}"
@@ -231,7 +231,7 @@ def test_04_resumed_with_another_precision_stops_and_keeps_every_checkpoint(tmp_
     second = run_notebooks.execute(path, tmp_path / "second", {**params, "precision": "float32"})
     assert second.status == "failed"
     assert second.error.startswith("RunSettingsChanged: ") and "\n" not in second.error
-    assert "precision was 'mixed_bfloat16', now 'float32'" in second.error, second.error
+    assert "precision was 'mixed_float16', now 'float32'" in second.error, second.error
     assert files_of_the_run() == files
 
 
