@@ -156,9 +156,12 @@ bench: $(STAMP) $(TPU_STAMP)
 bench-test: $(STAMP) $(TPU_STAMP)
 	$(TEST_ENV) $(PYTEST) -n 2 -m bench tests/test_bench.py
 
-# Needs only python3.11 and pip: with an NVIDIA GPU it builds .venv-gpu (tensorflow[and-cuda]),
-# without one it uses .venv. GPU_CHECK_ARGS: e.g. --full, --jobs 2, --budget-s 600.
+# Needs only a python3 (3.11 or newer, with venv and pip): its launcher imports the standard
+# library only. With an NVIDIA GPU it builds .venv-gpu (tensorflow[and-cuda]), without one it
+# uses .venv. GPU_CHECK_ARGS: e.g. --full, --jobs 2, --budget-s 600, --dry-run.
 gpu-check:
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { echo "make: \
+	gpu-check needs Python 3.11 or newer, and $(PYTHON) is not one: pass PYTHON=/path/to/python3.11"; exit 1; }
 	$(PYTHON) -m tools.gpu_check $(GPU_CHECK_ARGS)
 
 # Stages run in this order and stop at the first that fails; each says how long it took.

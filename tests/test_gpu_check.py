@@ -1,6 +1,11 @@
-"""The prepared GPU check: its report, and how it reads what its stages leave."""
+"""The prepared GPU check: its launcher from a bare python3, its GPU branch with a fake
+nvidia-smi, its budget, its report, and how it reads what its stages leave."""
 
 import json
+import os
+import subprocess
+import time
+import venv
 
 import pytest
 
@@ -45,6 +50,26 @@ def a_check(mode="gpu"):
     ]
     check.bench = [
         {
+            "name": "matmul_roofline_bfloat16_4096",
+            "device": "NVIDIA H200",
+            "metric": "median TFLOP/s, bfloat16 4096x4096",
+            "value": 610.0,
+            "unit": "TFLOP/s",
+            "baseline": "published peak",
+            "baseline_value": 989.0,
+            "ratio": 0.6168,
+        },
+        {
+            "name": "matmul_roofline_bfloat16_1024",
+            "device": "NVIDIA H200",
+            "metric": "median TFLOP/s, bfloat16 1024x1024",
+            "value": 200.0,
+            "unit": "TFLOP/s",
+            "baseline": "published peak",
+            "baseline_value": 989.0,
+            "ratio": 0.2022,
+        },
+        {
             "name": "dcgan_vs_tutorial",
             "device": "NVIDIA H200",
             "metric": "images/s",
@@ -53,7 +78,7 @@ def a_check(mode="gpu"):
             "baseline": "TF tutorial step",
             "baseline_value": 10000.0,
             "ratio": 5.12345,
-        }
+        },
     ]
     return check
 
@@ -68,6 +93,17 @@ def test_the_report_names_the_device_each_notebook_and_the_ratios():
     assert "| 5.123 |" in text
     assert "120 passed, 0 failed, 2 skipped." in text
     assert text.rstrip().endswith("Result: all stages passed.")
+    # what the device does comes first: the DCGAN step against the tutorial's, and the best
+    # matmul per dtype against the published peak
+    assert text.index("## What this device does") < text.index("## Stages")
+    assert (
+        "- DCGAN step on NVIDIA H200: 51,234 images/s" in text and "5.12x the TF tutorial's" in text
+    )
+    assert (
+        "- matmul on NVIDIA H200, bfloat16: 610.0 TFLOP/s at 4096x4096, 62% of the published "
+        "peak (989 TFLOP/s)" in text
+    )
+    assert "200.0 TFLOP/s" not in text.split("## Stages")[0]
 
 
 def test_a_cpu_report_says_no_gpu_and_a_failed_stage_says_so():
@@ -116,3 +152,145 @@ def test_junit_counts_and_the_last_json_line(tmp_path):
     }
     assert gpu_check.last_json_line('noise\n{"a": 1}\n{broken\n') == {"a": 1}
     assert gpu_check.last_json_line("nothing here") is None
+
+
+# -- the launcher, from a python3 with the standard library only ---------------------------------
+
+NO_GPU_SMI = "#!/bin/sh\necho 'No devices were found'\nexit 6\n"
+H200_SMI = "#!/bin/sh\necho 'NVIDIA H200, 580.159.04, 143771'\n"
+#: Prints the top-level modules the launcher imported beyond the standard library's.
+IMPORTED = """
+import json, sys
+from tools import gpu_check
+code = gpu_check.main(sys.argv[1:])
+outside = {m.split(".")[0] for m in sys.modules} - set(sys.stdlib_module_names) - {"__main__"}
+print(json.dumps({"code": code, "outside": sorted(outside)}))
+"""
+
+
+@pytest.fixture(scope="module")
+def bare_python(tmp_path_factory):
+    """A python3 with the standard library only, as on a fresh machine: an empty venv (no pip,
+    nor this environment's packages) of the interpreter these tests run on."""
+    folder = tmp_path_factory.mktemp("bare") / "venv"
+    venv.create(folder, with_pip=False)
+    python = folder / "bin" / "python"
+    found = subprocess.run([python, "-c", "import numpy"], capture_output=True, text=True)
+    assert found.returncode != 0, "the bare python imports numpy: it is not bare"
+    return python
+
+
+def fake_nvidia_smi(folder, script):
+    """``folder``, holding an ``nvidia-smi`` that prints what ``script`` says, first on PATH."""
+    folder.mkdir(exist_ok=True)
+    (folder / "nvidia-smi").write_text(script)
+    (folder / "nvidia-smi").chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+    return {**env, "PATH": f"{folder}{os.pathsep}{env['PATH']}"}
+
+
+def test_the_gpu_branch_runs_from_a_bare_python_up_to_what_needs_the_hardware(
+    bare_python, tmp_path
+):
+    """A fake nvidia-smi lists one GPU: the launcher, from a python3 with nothing installed,
+    plans .venv-gpu with the CUDA build and every stage it would run, and writes the report;
+    --dry-run installs and runs nothing. It imports nothing beyond the standard library."""
+    env = fake_nvidia_smi(tmp_path / "bin", H200_SMI)
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [bare_python, "-c", IMPORTED, "--dry-run", "--out", out],
+        cwd=gpu_check.ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    facts = json.loads(done.stdout.strip().splitlines()[-1])
+    assert facts == {"code": 0, "outside": ["tools"]}, facts
+    assert "GPU check: NVIDIA H200 (driver 580.159.04, 143771 MiB)" in done.stdout
+    report = json.loads((out / "report.json").read_text())
+    assert report["mode"] == "gpu" and report["environment"] == ".venv-gpu"
+    stages = {s["name"]: s for s in report["stages"]}
+    assert list(stages) == ["environment", "probe", "bench", "notebooks", "unit tests"]
+    assert {s["status"] for s in stages.values()} == {"planned"}
+    plan = stages["environment"]["detail"]
+    assert f"{bare_python} -m venv {gpu_check.GPU_VENV}" in plan and "uv pip install" in plan
+    pins = (out / "requirements-gpu.txt").read_text()
+    assert "\ntensorflow[and-cuda]==" in pins and "\ntensorflow-cpu" not in pins
+    assert "--only matmul dcgan" in stages["bench"]["detail"]
+    pinned = [p.stem for p in gpu_check.course.stack_notebooks("pinned")]
+    assert [n["notebook"] for n in report["notebooks"]] == pinned
+    for name in pinned:
+        assert f"--child notebook {name} " in stages["notebooks"]["detail"]
+    assert "not notebooks and not site and not tpu and not bench" in stages["unit tests"]["detail"]
+    assert not (gpu_check.GPU_VENV / ".installed").exists() or "up to date" in plan
+    assert (out / "report.md").read_text().rstrip().endswith("nothing installed or run.")
+
+
+def test_make_gpu_check_on_a_cpu_from_a_bare_python(bare_python, tmp_path):
+    """The way a fresh machine runs it: `make gpu-check` with a python3 that has no course
+    packages (nvidia-smi answers that it finds no GPU, as it may on a GPU machine with no
+    driver): exit 0, the CPU-safe parts run in .venv, and the report written."""
+    env = fake_nvidia_smi(tmp_path / "bin", NO_GPU_SMI)
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [
+            "make",
+            "--no-print-directory",
+            "gpu-check",
+            f"PYTHON={bare_python}",
+            f"GPU_CHECK_ARGS=--out {out}",
+        ],
+        cwd=gpu_check.ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "GPU check: no GPU" in done.stdout
+    report = json.loads((out / "report.json").read_text())
+    assert report["mode"] == "cpu" and report["environment"] == ".venv"
+    assert [(s["name"], s["status"]) for s in report["stages"]] == [
+        ("environment", "passed"),
+        ("probe", "passed"),
+        ("bench", "passed"),
+        ("notebooks", "passed"),
+        ("unit tests", "passed"),
+    ]
+    assert report["runtime"]["tensorflow"] and report["tests"]["passed"] > 0
+    assert [n["notebook"] for n in report["notebooks"]] == gpu_check.CPU_NOTEBOOKS
+    assert any(r["name"] == "matmul_fp32_vs_numpy" for r in report["bench"])
+    assert (out / "report.md").read_text().rstrip().endswith("Result: all stages passed.")
+
+
+def test_the_budget_stops_a_command_with_its_children_and_starts_no_other(tmp_path):
+    run = gpu_check.Runner(tmp_path, 2, dry_run=False, last_start_s=1)
+    marker = tmp_path / "grandchild.pid"
+    status, output, seconds = run(
+        ["sh", "-c", f"sleep 60 & echo $! > {marker}; echo started; wait"], "slow"
+    )
+    assert status == "stopped" and seconds < 8
+    assert "started" in output and "[stopped by the budget after" in output
+    grandchild = int(marker.read_text())
+    time.sleep(0.2)
+    assert not _alive(grandchild), "the budget left the command's child running"
+    assert run(["true"], "next") == ("not run", "", 0.0)
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, killed but not yet reaped, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return not f.read().rpartition(") ")[2].startswith("Z")
+    except FileNotFoundError:
+        return False
+
+
+def test_a_failed_command_fails_its_stage_and_the_check(tmp_path):
+    run = gpu_check.Runner(tmp_path, 60, dry_run=False)
+    check = gpu_check.Check("now", "cpu", gpu_check.NO_GPU)
+    gpu_check.probe("false", run, check)
+    assert check.stages[-1].status == "failed" and not check.ok
+    assert "Result: some stages FAILED." in gpu_check.report_markdown(check)

@@ -13,9 +13,12 @@ import json
 import re
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import nbformat
 import tomllib
+
+if TYPE_CHECKING:  # the launcher of make gpu-check reads this module from a bare python3
+    import nbformat
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
@@ -277,6 +280,8 @@ def read_notebook(path: Path) -> nbformat.NotebookNode:
 
 @functools.cache
 def _parsed(text: str) -> nbformat.NotebookNode:
+    import nbformat  # noqa: PLC0415  (here: see TYPE_CHECKING above)
+
     return nbformat.reads(text, as_version=4)
 
 
