@@ -101,6 +101,11 @@ class WorkFolderBusy(RuntimeError):
     """Another process holds the work folder's lock (:func:`helpers.workdirs.lock`)."""
 
 
+class WorkersRefused(RuntimeError):
+    """Workers that listen on ports were not started: other machines could reach them here
+    (:func:`helpers.scale_out_profile.exposure`)."""
+
+
 class RunSettingsChanged(RuntimeError):
     """A run folder holds a run made with other settings than this one's: resuming it would
     mix the two, so nothing is loaded and nothing is deleted."""
@@ -129,6 +134,7 @@ ONE_LINE_ERRORS: tuple[type[BaseException], ...] = (
     EngineError,
     RunSettingsChanged,
     WorkFolderBusy,
+    WorkersRefused,
     RunUnreadable,
     ExerciseNotDone,
 )

@@ -12,15 +12,32 @@ The server lives as long as the process that started it; a module that is missin
 TensorFlow on a TPU runtime) is skipped by the server. At exit, ``multiprocessing`` waits for
 every child still running: a module that starts children and imports this one registers its own
 ``atexit`` hook afterwards, which runs first (hooks run last-registered first) and ends them.
+
+A :class:`Host` does what the fork server does for children that listen on ports (notebook 07's
+workers): it first moves into a network namespace of its own whose only interface is loopback,
+where the machine allows one, so that no other machine can reach what its children listen on.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import importlib
+import json
 import multiprocessing
 import multiprocessing.util  # registers its exit hook (it joins children) before any of ours
 import os
+import queue
 import runpy
+import select
+import signal
+import socket
+import struct
+import subprocess
 import sys
+import threading
+import traceback
+from pathlib import Path
 
 #: what the fork server imports once, for every child
 PRELOAD = ["tensorflow", "keras", "helpers.out_of_memory", "helpers.scale_out_profile"]
@@ -58,3 +75,187 @@ def _run_script(script: str, args: list[str], env: dict[str, str], log: str) -> 
     os.close(fd)
     sys.argv = [script, *args]
     runpy.run_path(script, run_name="__main__")
+
+
+# -- a host for children that listen on ports ----------------------------------------------------
+
+#: unshare(2)'s flags: a user namespace (needs no privilege), and a network namespace in it
+_CLONE_NEWUSER, _CLONE_NEWNET = 0x10000000, 0x40000000
+#: ioctl(2) requests on an interface's flags, and the flag that brings it up (Linux)
+_SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
+
+
+def enter_own_network() -> str | None:
+    """Move this process (Linux; it must have one thread) into a network namespace of its own
+    and bring up its loopback interface: None when done, else why not. Decided by trying it,
+    then by the fact that counts: the only interface this process can see is loopback."""
+    uid, gid = os.getuid(), os.getgid()
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNET) != 0:
+            return f"this machine refuses a network namespace ({os.strerror(ctypes.get_errno())})"
+        for name, text in (("uid_map", f"{uid} {uid} 1"), ("setgroups", "deny"),
+                           ("gid_map", f"{gid} {gid} 1")):
+            Path("/proc/self", name).write_text(text)
+        import fcntl  # noqa: PLC0415  (POSIX only)
+
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            request = struct.pack("16sH22x", b"lo", 0)
+            flags = struct.unpack("16sH22x", fcntl.ioctl(probe, _SIOCGIFFLAGS, request))[1]
+            fcntl.ioctl(probe, _SIOCSIFFLAGS, struct.pack("16sH22x", b"lo", flags | _IFF_UP))
+    except (OSError, AttributeError) as error:  # AttributeError: no unshare (not Linux)
+        return f"this machine refuses a network namespace ({error})"
+    others = [name for _, name in socket.if_nameindex() if name != "lo"]
+    return f"its network namespace still has {', '.join(others)}" if others else None
+
+
+class Child:
+    """A process a :class:`Host` forked, read as a ``multiprocessing.Process``: ``pid``,
+    ``exitcode`` (None while it runs; ``-9`` when SIGKILLed), ``join()`` and ``kill()``."""
+
+    def __init__(self, pid: int):
+        self.pid, self.exitcode, self._ended = pid, None, threading.Event()
+
+    def join(self, timeout: float | None = None) -> None:
+        self._ended.wait(timeout)
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signal.SIGKILL)  # its group (see _run_script): all it started
+
+    def _end(self, code: int) -> None:
+        self.exitcode = code
+        self._ended.set()
+
+
+class Host:
+    """A process that imports :data:`PRELOAD` once and forks each child asked of it, as the fork
+    server does, but first enters a network namespace of its own (:func:`enter_own_network`):
+    ``isolated`` says whether it did, ``refused`` why not (then it has ended, and starts
+    nothing). Its children's pids are this machine's; it ends them, and itself, when the
+    process that made it is gone (its stdin closes)."""
+
+    def __init__(self):
+        code = f"from helpers.processes import _serve; _serve({PRELOAD!r})"
+        root = str(Path(__file__).resolve().parent.parent)  # where this helpers is
+        path = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
+        self._process = subprocess.Popen(
+            [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            text=True, env={**os.environ, "PYTHONPATH": path},
+        )
+        said = json.loads(self._process.stdout.readline() or '{"refused": "the host failed"}')
+        self.refused: str | None = said["refused"]
+        self.isolated = self.refused is None
+        self._children: dict[int, Child] = {}
+        self._replies: queue.Queue = queue.Queue()
+        self._asking = threading.Lock()
+        threading.Thread(target=self._read, name="host-reader", daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self._process.stdout:
+            said = json.loads(line)
+            if "pid" in said:
+                self._children[said["pid"]] = child = Child(said["pid"])
+                self._replies.put(child)
+            elif "exit" in said:
+                self._children.pop(said["exit"])._end(said["code"])
+            else:
+                self._replies.put(said)
+        for child in self._children.values():  # the host is gone: so are they
+            child.kill()
+            child._end(-signal.SIGKILL)
+        self._replies.put(None)
+
+    def _ask(self, request: dict):
+        with self._asking:
+            if self._process.poll() is not None:
+                raise RuntimeError(f"the workers' host has ended ({self.refused or 'it died'})")
+            self._process.stdin.write(json.dumps(request) + "\n")
+            self._process.stdin.flush()
+            answer = self._replies.get()  # once PRELOAD is imported
+        if answer is None:
+            raise RuntimeError("the workers' host died")
+        return answer
+
+    def alive(self) -> bool:
+        return self._process.poll() is None
+
+    def free_ports(self, count: int) -> list[int]:
+        """``count`` TCP ports free in the host's network now."""
+        return self._ask({"ports": count})["ports"]
+
+    def start_script(self, script, args: list[str], env: dict[str, str], log) -> Child:
+        """:func:`start_script`, forked by the host (in its network)."""
+        return self._ask({"script": str(script), "args": list(args), "env": dict(env),
+                          "log": str(log)})
+
+
+def _serve(preload: list[str]) -> None:
+    """The program of a :class:`Host`: one JSON line per request on stdin, one per answer
+    (and per child that ends) on stdout."""
+
+    def say(message: dict) -> None:
+        sys.stdout.write(json.dumps(message) + "\n")
+        sys.stdout.flush()
+
+    refused = enter_own_network()
+    say({"refused": refused})
+    if refused:
+        return
+    for name in preload:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
+    children, pending = set(), b""
+    while True:
+        ready = select.select([0], [], [], 0.2)[0]
+        while children and (ended := os.waitpid(-1, os.WNOHANG))[0]:
+            children.discard(ended[0])
+            say({"exit": ended[0], "code": os.waitstatus_to_exitcode(ended[1])})
+        if not ready:
+            continue
+        chunk = os.read(0, 1 << 16)
+        if not chunk:  # the process that made this host is gone
+            break
+        pending += chunk
+        while b"\n" in pending:
+            line, pending = pending.split(b"\n", 1)
+            request = json.loads(line)
+            if "ports" in request:
+                say({"ports": free_ports(request["ports"])})
+            elif (pid := os.fork()) == 0:
+                _forked(request)
+            else:
+                children.add(pid)
+                say({"pid": pid})
+    for pid in children:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+
+
+def _forked(request: dict) -> None:
+    """In a child of the host: run the script as ``python script *args`` would, then exit."""
+    code = 1
+    try:
+        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+        _run_script(request["script"], request["args"], request["env"], request["log"])
+        code = 0
+    except SystemExit as done:
+        code = done.code if isinstance(done.code, int) else int(done.code is not None)
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` TCP ports free in this process's network now."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for s in sockets:
+            s.bind(("localhost", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()

@@ -8,16 +8,18 @@ Real GPUs where there are several; one GPU split into logical GPUs; or the CPU s
 logical devices. Split devices share the same hardware, so they show the cost of replication
 (copies, all-reduces), not a speedup: the notebook says which case ran.
 
-Plumbing for notebook 07's workers: ``MultiWorkerMirroredStrategy`` at loopback addresses
-(TensorFlow's gRPC server still listens on every interface; the notebook says so).
+Plumbing for notebook 07's workers: ``MultiWorkerMirroredStrategy`` at loopback addresses, in a
+network namespace whose only interface is loopback (TensorFlow's gRPC server listens on every
+interface; the notebook says so), or not at all where others could reach them (:func:`exposure`).
 
 The worker itself (``TF_CONFIG`` read, the strategy, the data set, the custom loop with
 ``strategy.run``, the chief's checkpoints) is written out in notebook 07's ``%%writefile`` cells,
 which save it as ``worker.py``; ``tools.course.worker_script`` reads those cells back, so
 that the tests and ``make bench`` run the very script the notebook shows. This module only
 launches it:
-:func:`run_cluster` starts one Python process per worker (forked from one that has imported
-TensorFlow already, :mod:`helpers.processes`), each with its own ``TF_CONFIG`` (from
+:func:`run_cluster` starts one Python process per worker (forked by a
+:class:`~helpers.processes.Host` that has imported TensorFlow already), each with its own
+``TF_CONFIG`` (from
 the notebook's ``tf_config``, which it is passed), watches them, and
 collects what the chief reports (:func:`report_step`).
 
@@ -60,7 +62,7 @@ import numpy as np
 
 from helpers import devices, processes
 from helpers.devices import split_cpu
-from helpers.errors import LateConfigurationError, invalid, too_late
+from helpers.errors import ChildTimeout, LateConfigurationError, WorkersRefused, too_late
 from helpers.models import replica_classifier
 from helpers.timing import steady_state
 
@@ -237,76 +239,57 @@ def _is_loopback(address: str) -> bool:
         return address == "lo"
 
 
-#: Why local workers can be reached from outside at all (notebook 07 says it in prose too)
+#: Why local workers must be kept from other machines (notebook 07 says it in prose too)
 LISTENS_EVERYWHERE = (
     "TensorFlow's workers listen on every interface whatever host TF_CONFIG names, and take "
     "operations that read and write files from whoever reaches their ports"
 )
+#: this kernel's host of workers (helpers.processes.Host), made at the first cluster
+_HOST: processes.Host | None = None
 
 
-def exposure(open_ports: bool, platform: str | None = None, outside=None) -> str:
-    """Who can reach the workers' ports here, as a sentence; a
-    :class:`~helpers.errors.ParameterError` for ``open_ports`` when others could and it was not
-    accepted. Only loopback interfaces, or a Colab or Kaggle VM (which accept no connections
-    from outside), need nothing; any other machine needs ``open_ports=True``."""
+def _workers_host() -> processes.Host:
+    """The host this kernel's workers are forked from: made once, again only if it died."""
+    global _HOST
+    if _HOST is None or (_HOST.isolated and not _HOST.alive()):
+        _HOST = processes.Host()
+    return _HOST
+
+
+def exposure(open_ports: bool, host=None, outside=None) -> str:
+    """Where the workers run and who can reach their ports, as a sentence; raises
+    :class:`~helpers.errors.WorkersRefused` where others could and ``open_ports`` is not True.
+    Decided by facts: the workers' host entered a network namespace whose only interface is
+    loopback, or this machine has no other address; never by what platform this says it is."""
+    host = host or _workers_host()
+    if host.isolated:
+        return ("The workers run in a network namespace of their own, whose only interface is "
+                "loopback: no other machine can reach their ports.")
     outside = outside_addresses() if outside is None else outside
-    platform = platform or devices.detect_platform()
     if not outside:
-        return "This machine has loopback interfaces only: no other machine reaches the workers."
-    if platform in ("colab", "kaggle"):
-        return (f"{LISTENS_EVERYWHERE}; this {platform.title()} VM accepts no connections from "
-                "outside, so only it reaches them.")
+        return (f"Here {host.refused}, but it has loopback interfaces only: no other machine "
+                "can reach the workers' ports.")
     shown = ", ".join(outside[:3]) + (", ..." if len(outside) > 3 else "")
     if open_ports:
-        return (f"{LISTENS_EVERYWHERE} ({shown} here): open_ports=True accepts that; keep others "
-                "out with a firewall while they run.")
-    raise invalid("open_ports", open_ports, f"{LISTENS_EVERYWHERE}, and this machine can be "
-                  f"reached at {shown}: run the notebook on Colab or Kaggle, or set it to True "
-                  "once a firewall keeps others out")
+        return (f"{LISTENS_EVERYWHERE}; here {host.refused}, so others may reach them at "
+                f"{shown}: open_ports=True accepts that; keep them out with a firewall.")
+    raise WorkersRefused(
+        f"The workers were not started: {LISTENS_EVERYWHERE}; here {host.refused}, and this "
+        f"machine can be reached at {shown}. Set open_ports=True once a firewall keeps others out."
+    )
 
 
-def exposure_rule(name: str, value: object) -> object:
-    """A :mod:`helpers.params` rule for ``open_ports``: see :func:`exposure`."""
-    exposure(value)
-    return value
-
-
-def listening_beyond_loopback(ports) -> list[str]:
-    """The sockets of ``ports`` that listen on an address other than loopback (``0.0.0.0`` and
-    ``::`` included), as ``address:port``, read from /proc/net/tcp and tcp6 (Linux)."""
-    found = []
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            lines = Path(table).read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            local, state = line.split()[1], line.split()[3]
-            host, port = local.split(":")
-            if state != "0A" or int(port, 16) not in ports:  # 0A: LISTEN
-                continue
-            raw = bytes.fromhex(host)  # little-endian 32-bit words
-            raw = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
-            address = ipaddress.ip_address(raw)
-            if address.version == 6 and address.ipv4_mapped:
-                address = address.ipv4_mapped
-            if not address.is_loopback:
-                found.append(f"{address}:{int(port, 16)}")
-    return sorted(found)
-
-
-def free_ports(count: int) -> list[int]:
-    """``count`` TCP ports that are free on this machine now."""
-    sockets = []
+def workers_may_start(open_ports: bool) -> bool:
+    """Print :func:`exposure`'s sentence, or its refusal as one line; whether workers may start."""
     try:
-        for _ in range(count):
-            s = socket.socket()
-            s.bind(("localhost", 0))
-            sockets.append(s)
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
+        print(exposure(open_ports))
+    except WorkersRefused as refusal:
+        print(refusal)
+        return False
+    return True
+
+
+free_ports = processes.free_ports  # in this kernel's network, for a TF_CONFIG shown
 
 
 def worker_devices(workers: int, gpus: int) -> tuple[list[str], str]:
@@ -355,11 +338,16 @@ def run_cluster(
     ``work_dir`` must hold the data (:func:`write_data`); checkpoints and logs go there too.
     Each worker runs ``script JOB_FILE`` as ``python script JOB_FILE`` would, with its
     ``TF_CONFIG``, in a process of its own (:func:`helpers.processes.start_script`).
-    ``progress(attempt, step, loss)`` is called as the chief reports steps. The workers listen
-    on every interface: on a machine others can reach (not Colab or Kaggle), nothing starts
-    unless ``open_ports`` is True (:func:`exposure`).
+    ``progress(attempt, step, loss)`` is called as the chief reports steps. The workers are
+    forked by this kernel's :class:`~helpers.processes.Host`, in a network namespace whose only
+    interface is loopback; where the machine refuses one and others can reach it, nothing starts
+    unless ``open_ports`` is True (:func:`exposure`). An attempt that runs past ``timeout_s``
+    stops the cluster for good, with :class:`~helpers.errors.ChildTimeout`.
     """
     exposure(open_ports)  # before anything starts: one line naming open_ports
+    host = _workers_host()
+    start, ports = (host.start_script, host.free_ports) if host.isolated else (
+        processes.start_script, processes.free_ports)
     work = Path(work_dir).resolve()
     script = Path(script or work / WORKER_FILE).resolve()
     if not (work / DATA_FILE).exists():
@@ -370,19 +358,25 @@ def run_cluster(
         (work / PROGRESS_FILE).unlink(missing_ok=True)
 
     visible, device = worker_devices(job.workers, len(devices.nvidia_smi()))
-    attempts, logs, start = [], {}, time.perf_counter()
+    attempts, logs, began_all = [], {}, time.perf_counter()
     for number in range(max_restarts + 1):
         spec = {**dataclasses.asdict(job), "attempt": number, "work_dir": str(work)}
         (work / JOB_FILE).write_text(json.dumps(spec))
         resumed_from = _latest_step(work / "checkpoints")
         began = time.perf_counter()
-        codes, attempt_logs = _launch(work, script, visible, number, timeout_s, progress,
-                                      tf_config)
+        addresses = [f"localhost:{port}" for port in ports(len(visible))]
+        codes, attempt_logs, timed_out = _launch(
+            work, script, visible, number, timeout_s, progress, tf_config, addresses, start)
         logs.update(attempt_logs)
         attempts.append(Attempt(number, resumed_from, codes, time.perf_counter() - began))
+        if timed_out:
+            raise ChildTimeout(
+                f"the cluster timed out after {timeout_s:.0f} s (attempt {number + 1} of "
+                f"{max_restarts + 1}), so it was stopped and not started again; its logs are "
+                f"in {work}")
         if attempts[-1].ok:
             break
-    seconds = time.perf_counter() - start
+    seconds = time.perf_counter() - began_all
     if not attempts[-1].ok:
         last = logs[max(logs)]
         raise RuntimeError(
@@ -409,11 +403,11 @@ _LIVE: set = set()
 
 
 def _launch(work: Path, script: Path, visible: list[str], attempt: int, timeout_s: float, progress,
-            tf_config):
-    """Start every worker; stop them all as soon as one fails, and on any exit from here
-    (an exception, ``KeyboardInterrupt``). Returns exit codes and logs."""
-    addresses = [f"localhost:{port}" for port in free_ports(len(visible))]
-    workers, paths = [], []
+            tf_config, addresses: list[str], start):
+    """Start every worker (``start``: a host's or the fork server's ``start_script``); stop them
+    all as soon as one fails or the time is up, and on any exit from here (an exception,
+    ``KeyboardInterrupt``). Returns exit codes, logs, and whether the time ran out."""
+    workers, paths, timed_out = [], [], False
     try:
         for index, cuda_devices in enumerate(visible):
             env = {**os.environ, "TF_CONFIG": json.dumps(tf_config(addresses, index))}
@@ -426,7 +420,7 @@ def _launch(work: Path, script: Path, visible: list[str], attempt: int, timeout_
             # `python script job.json`, forked from a process that has imported TensorFlow
             # once for every worker (helpers.processes), in a process group of its own: stopping
             # it stops whatever it started, and the notebook's interrupt stays with the kernel
-            process = processes.start_script(script, [str(work / JOB_FILE)], env, path)
+            process = start(script, [str(work / JOB_FILE)], env, path)
             _LIVE.add(process)
             workers.append(process)
         deadline, seen = time.monotonic() + timeout_s, 0
@@ -435,7 +429,8 @@ def _launch(work: Path, script: Path, visible: list[str], attempt: int, timeout_
             seen = _report(work / PROGRESS_FILE, seen, progress)
             if all(code == 0 for code in codes):
                 break
-            if any(code not in (None, 0) for code in codes) or time.monotonic() > deadline:
+            timed_out = time.monotonic() > deadline
+            if any(code not in (None, 0) for code in codes) or timed_out:
                 _stop(workers)  # the others would wait for the dead one in their next all-reduce
                 break
             time.sleep(0.2)
@@ -448,7 +443,7 @@ def _launch(work: Path, script: Path, visible: list[str], attempt: int, timeout_
         for p in workers:
             p.join()
             _LIVE.discard(p)
-    return codes, {p.stem: p.read_text() for p in paths}
+    return codes, {p.stem: p.read_text() for p in paths}, timed_out
 
 
 def _stop(workers) -> None:

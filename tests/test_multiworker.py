@@ -16,7 +16,7 @@ import pytest
 
 from helpers import data, processes, scale_out_profile
 from helpers.devices import nvidia_smi
-from helpers.errors import ParameterError
+from helpers.errors import ChildTimeout, WorkersRefused
 from tools import course
 
 STEPS, EVERY = 40, 20
@@ -44,8 +44,22 @@ def work(tmp_path_factory):
     return folder
 
 
-#: the two-worker run's ports, and which of them listened beyond loopback while it ran
+#: the two-worker run's ports, and what a client at another address of this machine reached
 PORTS: dict = {}
+
+
+def first_outside_ipv4() -> str | None:
+    """An IPv4 address of this machine other than loopback: another machine's way in."""
+    found = [a for a in scale_out_profile.outside_addresses() if a.count(".") == 3]
+    return found[0] if found else None
+
+
+def reaches(address: str, port: int) -> bool:
+    try:
+        socket.create_connection((address, port), timeout=5).close()
+    except OSError:
+        return False
+    return True
 
 
 @pytest.fixture(scope="module")
@@ -55,56 +69,58 @@ def two_workers(work):
         return tf_config(addresses, index)
 
     def progress(attempt, step, loss):  # the chief has trained a step: every server is up
-        PORTS.setdefault("open", scale_out_profile.listening_beyond_loopback(PORTS["named"]))
+        if "reached" not in PORTS and (outside := first_outside_ipv4()):
+            PORTS["reached"] = {port: reaches(outside, port) for port in PORTS["named"]}
 
     job = scale_out_profile.Job(workers=2, steps=STEPS, checkpoint_every=EVERY, learning_rate=0.005)
-    return scale_out_profile.run_cluster(job, work("two"), tf_config=config, progress=progress,
-                                         open_ports=True)
+    return scale_out_profile.run_cluster(job, work("two"), tf_config=config, progress=progress)
 
 
 @pytest.mark.heavy
-def test_the_workers_listen_where_the_launcher_says(two_workers):
-    """The launcher's sentence (scale_out_profile.exposure) is what the sockets do: TensorFlow's
-    servers listen on every interface, whatever TF_CONFIG names, so on a machine with another
-    interface than loopback every worker port is open beyond it, and the launcher refuses to
-    start them there unless open_ports=True. If TensorFlow ever binds the host it is given,
-    this fails, and the notebook's Exposure paragraph and the refusal must change."""
-    assert len(PORTS["named"]) == 2 and "open" in PORTS, "the ports were read while it ran"
-    open_ports = {int(entry.rsplit(":", 1)[1]) for entry in PORTS["open"]}
-    assert open_ports == PORTS["named"], PORTS
-    said = scale_out_profile.exposure(True)
-    assert ("every interface" in said) == bool(scale_out_profile.outside_addresses()), said
+def test_no_other_machine_reaches_the_workers(two_workers):
+    """While the workers run (TensorFlow's servers listen on every interface), a client at this
+    machine's own outside address, as another machine would connect, reaches none of their
+    ports; as a control, the same client reaches a listener on 0.0.0.0 outside their
+    namespace. The CI machine must make the namespace: this fails rather than skips."""
+    outside = first_outside_ipv4()
+    if outside is None:
+        pytest.skip("this machine has no address besides loopback: nothing to reach from")
+    assert scale_out_profile._workers_host().isolated, scale_out_profile._workers_host().refused
+    assert len(PORTS["named"]) == 2 and PORTS["reached"] == dict.fromkeys(PORTS["named"], False)
+    with socket.socket() as control:  # as TensorFlow's server does, but in this namespace
+        control.bind(("0.0.0.0", 0))
+        control.listen()
+        assert reaches(outside, control.getsockname()[1]), "the control must be reachable"
+    print(f"from {outside}: workers' ports {sorted(PORTS['named'])} unreachable; control reached")
 
 
-def test_on_a_reachable_machine_the_workers_need_open_ports(tmp_path, monkeypatch):
-    outside = ["192.0.2.2"]
-    refusal = r"^Invalid parameter open_ports=False: .*every interface.*reached at 192\.0\.2\.2"
-    with pytest.raises(ParameterError, match=refusal + ".*Colab or Kaggle"):
-        scale_out_profile.exposure(False, "local", outside)
-    assert "open_ports=True accepts" in scale_out_profile.exposure(True, "local", outside)
-    for platform in ("colab", "kaggle"):  # their VMs accept no connections from outside
-        assert "accepts no connections" in scale_out_profile.exposure(False, platform, outside)
-    assert "loopback interfaces only" in scale_out_profile.exposure(False, "local", [])
+class Host:
+    """A stand-in for the workers' host: one that entered its namespace, or one refused."""
+
+    def __init__(self, refused=None):
+        self.refused, self.isolated = refused, refused is None
+
+
+def test_the_workers_start_where_no_other_machine_reaches_them_or_need_open_ports(
+    tmp_path, monkeypatch, capsys
+):
+    refused, outside = Host("this machine refuses a network namespace (EPERM)"), ["192.0.2.2"]
+    said = scale_out_profile.exposure(False, Host(), outside)
+    assert "network namespace of their own" in said and "no other machine" in said
+    monkeypatch.setenv("COLAB_RELEASE_TAG", "x")  # a platform's label changes nothing
+    refusal = r"^The workers were not started: .*every interface.*EPERM.*reached at 192\.0\.2\.2"
+    with pytest.raises(WorkersRefused, match=refusal + r".*Set open_ports=True"):
+        scale_out_profile.exposure(False, refused, outside)
+    assert "open_ports=True accepts" in scale_out_profile.exposure(True, refused, outside)
+    assert "loopback interfaces only" in scale_out_profile.exposure(False, refused, [])
     monkeypatch.setattr(scale_out_profile, "outside_addresses", lambda: outside)
-    monkeypatch.setattr(scale_out_profile.devices, "detect_platform", lambda: "local")
-    with pytest.raises(ParameterError, match="open_ports=False"):  # before anything starts
+    monkeypatch.setattr(scale_out_profile, "_workers_host", lambda: refused)
+    assert scale_out_profile.workers_may_start(False) is False  # the notebook goes on
+    printed = capsys.readouterr().out
+    assert printed.count("\n") == 1 and "open_ports=True" in printed
+    with pytest.raises(WorkersRefused):  # before anything starts
         scale_out_profile.run_cluster(scale_out_profile.Job(), tmp_path, tf_config=tf_config)
     assert list(tmp_path.iterdir()) == []
-
-
-def test_listening_sockets_are_told_apart_by_address():
-    everywhere, loopback = socket.socket(), socket.socket()
-    everywhere.bind(("0.0.0.0", 0))
-    loopback.bind(("127.0.0.1", 0))
-    for s in (everywhere, loopback):
-        s.listen()
-    port = everywhere.getsockname()[1]
-    try:
-        found = scale_out_profile.listening_beyond_loopback({port, loopback.getsockname()[1]})
-    finally:
-        everywhere.close()
-        loopback.close()
-    assert found == [f"0.0.0.0:{port}"]
 
 
 def test_the_worker_script_is_the_notebooks_writefile_cells_in_order():
@@ -140,7 +156,7 @@ def test_local_workers_never_share_a_gpu():
 @pytest.mark.heavy
 def test_two_workers_train_like_one_worker_with_the_same_global_batch(work, two_workers):
     job = scale_out_profile.Job(workers=1, steps=STEPS, checkpoint_every=EVERY, learning_rate=0.005)
-    one = scale_out_profile.run_cluster(job, work("one"), tf_config=tf_config, open_ports=True)
+    one = scale_out_profile.run_cluster(job, work("one"), tf_config=tf_config)
     assert sorted(one.losses) == sorted(two_workers.losses) == list(range(1, STEPS + 1))
     # the same first batch from the same weights: the same loss, to float rounding
     assert two_workers.losses[1] == pytest.approx(one.losses[1], rel=1e-5)
@@ -161,7 +177,7 @@ def test_a_killed_worker_resumes_from_the_last_checkpoint(work, two_workers):
     )
     seen = []
     run = scale_out_profile.run_cluster(job, work("killed"), progress=lambda *r: seen.append(r),
-                                        tf_config=tf_config, open_ports=True)
+                                        tf_config=tf_config)
     assert len(run.attempts) == 2, [(a.exit_codes, a.resumed_from, a.logs) for a in run.attempts]
     first, second = run.attempts
     assert not first.ok and -9 in first.exit_codes  # SIGKILL, as a vanished machine
@@ -183,17 +199,17 @@ def test_the_cluster_gives_up_after_its_restarts(work):
     job = scale_out_profile.Job(workers=2, steps=10, checkpoint_every=5, kill=(0, 3))
     with pytest.raises(RuntimeError, match="the cluster failed 1 times"):
         scale_out_profile.run_cluster(job, work("gives_up"), max_restarts=0,
-            tf_config=tf_config, open_ports=True)
+            tf_config=tf_config)
 
 
 def test_missing_data_or_script_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="write_data"):
         scale_out_profile.run_cluster(scale_out_profile.Job(), tmp_path,
-            tf_config=tf_config, open_ports=True)
+            tf_config=tf_config)
     scale_out_profile.write_data(tmp_path, np.zeros((4, 2)), np.zeros(4))
     with pytest.raises(FileNotFoundError, match="writefile"):
         scale_out_profile.run_cluster(scale_out_profile.Job(), tmp_path,
-            tf_config=tf_config, open_ports=True)
+            tf_config=tf_config)
 
 
 FIT_WORKER = """
@@ -238,9 +254,9 @@ def test_keras_fit_still_fails_under_the_strategy_as_notebook_07_says(tmp_path):
 def test_calling_again_on_the_same_folder_resumes_instead_of_starting_over(work):
     folder = work("again")
     job = scale_out_profile.Job(workers=1, steps=8, checkpoint_every=4)
-    first = scale_out_profile.run_cluster(job, folder, tf_config=tf_config, open_ports=True)
+    first = scale_out_profile.run_cluster(job, folder, tf_config=tf_config)
     # e.g. the notebook re-run after a disconnect
-    again = scale_out_profile.run_cluster(job, folder, tf_config=tf_config, open_ports=True)
+    again = scale_out_profile.run_cluster(job, folder, tf_config=tf_config)
     assert again.attempts[0].resumed_from == 8 and again.attempts[0].ok
     assert again.losses == first.losses and again.images_per_s > 0
 
@@ -292,10 +308,18 @@ def test_an_interrupted_cluster_leaves_no_process_behind(fake_workers, error):
     with pytest.raises(error, match="stopped by the learner"):
         scale_out_profile.run_cluster(
             scale_out_profile.Job(workers=2), fake_workers, script=FAKE_WORKER, progress=interrupt,
-            tf_config=tf_config, open_ports=True)
+            tf_config=tf_config)
     pids = recorded_pids(fake_workers, 2)
     assert len(pids) == 4 and not left(pids)  # the workers, and the children they started
     assert not scale_out_profile._LIVE
+
+
+def test_a_cluster_that_times_out_says_so_and_is_not_restarted(fake_workers):
+    with pytest.raises(ChildTimeout, match=r"^the cluster timed out after 3 s \(attempt 1 of 3\)"):
+        scale_out_profile.run_cluster(scale_out_profile.Job(workers=2), fake_workers,
+                                      script=FAKE_WORKER, tf_config=tf_config, timeout_s=3)
+    pids = recorded_pids(fake_workers, 2)
+    assert len(pids) == 4 and not left(pids) and not scale_out_profile._LIVE
 
 
 LAUNCHER = """
@@ -308,7 +332,7 @@ folder, fake, how = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
 scale_out_profile.write_data(folder, np.zeros((4, 2)), np.zeros(4))
 config = lambda addresses, i: {"cluster": {"worker": addresses}, "task": {"index": i}}
 run = lambda: scale_out_profile.run_cluster(scale_out_profile.Job(workers=2), folder, script=fake,
-                                            tf_config=config, open_ports=True)
+                                            tf_config=config)
 if how == "exit":  # the kernel shuts down while a cell still runs the cluster
     os.environ["FAKE_WORKER_ALONE"] = "1"  # the workers do not watch: atexit must end them
     threading.Thread(target=run, daemon=True).start()

@@ -230,7 +230,7 @@ def bench_scaling(
                 workers=workers, steps=worker_steps, global_batch=128, checkpoint_every=worker_steps
             )
             runs[workers] = scale_out_profile.run_cluster(job, work,
-                tf_config=lesson.tf_config, open_ports=True)
+                tf_config=lesson.tf_config)
     records.append(
         record(
             "multiworker_vs_one_worker",
