@@ -49,6 +49,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import time
 import warnings
 from pathlib import Path
 from types import SimpleNamespace
@@ -301,6 +303,30 @@ def run_directory(run_dir: str, use_drive=False, platform: str | None = None) ->
     where = Path("/content/drive/MyDrive") / run_dir
     print(f"run_dir: {where} (in Google Drive: it survives a disconnect)")
     return where
+
+
+def checkpoints_on_disk(directory) -> list[str]:
+    """The checkpoints whose files are in ``directory`` (``ckpt-N.index``), oldest first, named
+    as a manager names them: whatever the index file (``checkpoint``) lists, which Drive's sync
+    or a copy of the ``ckpt-*`` files alone can lose or garble."""
+    found = (re.fullmatch(r"ckpt-(\d+)\.index", p.name) for p in Path(directory).glob("ckpt-*"))
+    steps = sorted(int(m[1]) for m in found if m)
+    return [os.path.join(str(directory), f"ckpt-{n}") for n in steps]
+
+
+def set_aside_unreadable_index(directory) -> None:
+    """An index file TensorFlow cannot read (an emptied ``checkpoint``: its manager raises
+    "Invalid checkpoint state") is renamed, not deleted, so that the run is read from its files
+    (:func:`checkpoints_on_disk`) instead of stopping."""
+    import tensorflow as tf
+
+    index = Path(directory) / "checkpoint"
+    try:
+        tf.train.get_checkpoint_state(str(directory))
+    except (ValueError, OSError):
+        aside = index.with_name(f"checkpoint.unreadable-{time.time():.0f}")
+        index.rename(aside)
+        print(f"WARNING: the checkpoints' index could not be read; kept as {aside.name}.")
 
 
 def inception_score(probabilities: np.ndarray) -> float:

@@ -277,6 +277,40 @@ def test_a_run_whose_checkpoints_are_all_unreadable_stops(tf, tmp_path):
     assert indexes == ["ckpt-1.index", "ckpt-2.index"]
 
 
+@pytest.mark.parametrize("index", ["deleted", "garbled", "emptied"])
+def test_a_run_whose_index_file_is_lost_resumes_from_its_files_and_overwrites_none(
+    tf, tmp_path, capsys, index
+):
+    """Drive's sync, or a copy of the ckpt-* files alone, loses or damages the index file
+    (``checkpoint``): the run resumes from its newest checkpoint file, never starts over, and
+    every old file stays byte for byte as it was."""
+    from helpers.lessons import dcgan as lesson
+
+    images = data.load("digits", limit=64, verbose=False)
+    run = lesson_run(tmp_path)
+    lesson.train(run, lesson.epoch_batches(images.x_train, 16), 1, 3, every=1)
+    folder = tmp_path / "checkpoints"
+    {"deleted": lambda p: p.unlink(), "garbled": lambda p: p.write_text("garbage {{{ \0"),
+     "emptied": lambda p: p.write_text("")}[index](folder / "checkpoint")
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    capsys.readouterr()
+    resumed = lesson_run(tmp_path)
+    said = capsys.readouterr().out
+    assert "Resumed from ckpt-3 at step 3." in said and "a new run" not in said
+    assert int(resumed.step) == 3 and resumed.history.losses[-1][0] == 3
+    index_file = folder / "checkpoint"
+    if index == "emptied":  # set aside, not deleted
+        assert [p.read_bytes() for p in folder.glob("checkpoint.unreadable-*")] == [b""]
+        before.pop(index_file)
+    assert {p: p.read_bytes() for p in before} == before, "resuming changed a file"
+    lesson.train(resumed, lesson.epoch_batches(images.x_train, 16), 2, 3, every=1)
+    for path, content in before.items():  # the old checkpoints, after training on
+        if path.name.startswith("ckpt-"):
+            assert path.read_bytes() == content, f"{path.name} was overwritten"
+    names = {p.name.split(".")[0] for p in folder.glob("ckpt-*.index")}
+    assert names == {f"ckpt-{n}" for n in range(1, 7)}, "nothing pruned, nothing started over"
+
+
 def test_history_grids_gif_and_plot(tf, tmp_path):
     from helpers.lessons import dcgan as lesson
 

@@ -180,6 +180,7 @@ def make_checkpoint(directory, step, rng, keep=3, **parts):
     """A Checkpoint of the models, optimizers, step and noise state, and its manager."""
     checkpoint = tf.train.Checkpoint(
         step=step, rng=rng, **{name: by_position(p.variables) for name, p in parts.items()})
+    dcgan.set_aside_unreadable_index(directory)  # an emptied index file stops the manager
     return tf.train.CheckpointManager(checkpoint, str(directory), max_to_keep=keep)
 
 
@@ -191,7 +192,8 @@ OTHER_VARIABLES = (tf.errors.InvalidArgumentError, ValueError, AssertionError)  
 def restore(manager):
     """Restore the newest checkpoint that loads; its step. An unreadable one is skipped for the
     one before; one that holds other variables (another run's) stops, deleting nothing."""
-    for path in reversed(manager.checkpoints):
+    on_disk = dcgan.checkpoints_on_disk(manager.directory)  # the files, whatever the index says
+    for path in reversed(on_disk):
         try:
             manager.checkpoint.restore(path).assert_existing_objects_matched()
         except OTHER_VARIABLES as error:  # other shapes or objects: made with other settings
@@ -202,7 +204,7 @@ def restore(manager):
             continue
         print(f"Resumed from {Path(path).name} at step {int(manager.checkpoint.step)}.")
         return int(manager.checkpoint.step)
-    if manager.checkpoints:  # none readable: a new run here would prune them all
+    if on_disk:  # none readable: a new run here would overwrite or prune them
         raise RunUnreadable(f"no checkpoint in {manager.directory} could be read; nothing was "
                             "deleted: use another run_dir, or fresh_start=True to replace them")
     print("No checkpoint to resume from: a new run.")
@@ -226,7 +228,8 @@ def start_run(settings, shape, scorer=None):
                               g_opt=g_opt, d_opt=d_opt)
     history = dcgan.History(s["directory"], scorer=scorer)  # losses, grids, scores
     history.load(restore(manager))
-    if manager.checkpoints and int(step) < int(manager.latest_checkpoint.rsplit("-", 1)[1]):
+    on_disk = dcgan.checkpoints_on_disk(manager.directory)
+    if on_disk and int(step) < int(on_disk[-1].rsplit("-", 1)[1]):
         # a newer one was unreadable: max_to_keep None prunes none, so the good ones stay
         manager = tf.train.CheckpointManager(manager.checkpoint, manager.directory, None)
     train_step = make_train_step(generator, discriminator, g_opt, d_opt, rng,
