@@ -57,6 +57,13 @@ REAL = {
 #: Offline data sets, always available: bundled digits and generated shapes.
 OFFLINE = ("digits", "synthetic")
 DATASETS = tuple(REAL) + OFFLINE
+
+
+def shape_of(name) -> tuple:
+    """The image shape of data set ``name``: MNIST's for the offline sets, and for any value
+    that is no data set's name (a list, say), which the parameters cell then refuses."""
+    known = isinstance(name, str) and name in REAL
+    return REAL[name if known else "mnist"]["shape"]
 OFFLINE_ENV = "COURSE_OFFLINE"
 
 
@@ -114,7 +121,7 @@ def load(
         offline, why = offline_requested(), f"{OFFLINE_ENV}=1 is set"
     else:
         why = "offline=True was asked for"
-    target = shape or REAL.get(name, REAL["mnist"])["shape"]
+    target = shape or shape_of(name)
     data = None
     if name in REAL and not offline:
         data, reason = _try_keras(name)

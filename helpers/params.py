@@ -67,7 +67,11 @@ def number(minimum: float | None = None, maximum: float | None = None) -> Rule:
     def rule(name: str, value: object) -> object:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise invalid(name, value, allowed)
-        if not math.isfinite(value):  # NaN passes every comparison below
+        try:
+            finite = math.isfinite(value)  # NaN passes every comparison below
+        except OverflowError:  # an int beyond any float, e.g. 10**400
+            finite = False
+        if not finite:
             raise invalid(name, value, allowed + " (a finite one)")
         if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
             raise invalid(name, value, allowed)
@@ -109,6 +113,8 @@ def folder(inside: str | None = None) -> Rule:
     def rule(name: str, value: object) -> object:
         if not isinstance(value, str) or not value.strip() or "\0" in value:
             raise invalid(name, value, "expected a folder name; allowed: " + workdirs.ALLOWED)
+        if '"' in value or not value.isprintable():  # the cells quote it in %%writefile "..."
+            raise invalid(name, value, "expected a folder name without quotes or line breaks")
         if value.startswith("~"):  # Python does not expand it: it would make a folder named ~
             full = os.path.expanduser(value)
             raise invalid(name, value, "~ is not expanded here: give the full path"

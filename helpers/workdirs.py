@@ -187,6 +187,8 @@ def same_run(path, settings: dict) -> bool:
     if record.is_file():
         try:
             saved = json.loads(record.read_text())
+            if not isinstance(saved, dict):
+                raise ValueError(f"it holds {type(saved).__name__}, not the settings' object")
         except (OSError, ValueError) as error:
             raise RunSettingsChanged(
                 f"{record} could not be read ({error}): the settings of the run in {path} are "

@@ -95,6 +95,15 @@ def test_numbers_must_be_finite():
         with pytest.raises(ParameterError, match="a finite one"):
             params.number(0, 1000)("decode_ms", bad)
     assert params.number(0, 1000)("decode_ms", 20) == 20.0
+    with pytest.raises(ParameterError, match="a finite one"):  # not an OverflowError
+        params.number(0, 1000)("decode_ms", 10**400)
+
+
+def test_a_folder_name_with_a_quote_or_a_line_break_is_refused_before_any_work():
+    """07 writes its worker with %%writefile "{worker_py}": a quote would fail minutes later."""
+    for bad in ('runs "a"', "runs\nb"):
+        with pytest.raises(ParameterError, match="without quotes or line breaks"):
+            params.folder()("work_dir", bad)
 
 
 def test_one_of_is_strict_about_booleans_and_numbers():

@@ -111,6 +111,17 @@ def test_the_instructor_notes_point_at_sections_that_exist():
     assert not missing, f"no such section heading: {missing}"
 
 
+def test_out_may_be_neither_the_working_folder_nor_a_link(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "thesis.tex").write_text("months of work")
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "elsewhere")
+    for out, why in ((".", "it is the working folder itself"), ("link", "is a link")):
+        assert site.main(["--out", out]) == 2
+        assert why in capsys.readouterr().err
+    assert (tmp_path / "thesis.tex").exists() and (tmp_path / "elsewhere").is_dir()
+
+
 def test_the_site_deletes_only_folders_it_made(tmp_path):
     """`tools.site --out DIR` replaces DIR and DIR-src only where it made them."""
     made = tmp_path / "site"

@@ -218,3 +218,8 @@ def test_a_run_without_a_readable_record_of_its_settings_is_refused(tmp_path):
     with pytest.raises(RunSettingsChanged, match="run.json could not be read"):
         workdirs.same_run(run, RECORDED)
     assert (run / workdirs.RUN_FILE).read_text() == '{"dataset": "mni'
+    for other in ("[]", "null", '"x"', "3"):  # JSON, but not the settings' object
+        (run / workdirs.RUN_FILE).write_text(other)
+        with pytest.raises(RunSettingsChanged, match="run.json could not be read .*not the"):
+            workdirs.same_run(run, RECORDED)
+        assert (run / workdirs.RUN_FILE).read_text() == other

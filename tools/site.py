@@ -22,6 +22,7 @@ from pathlib import Path
 
 import nbformat
 
+from helpers import workdirs
 from helpers.devices import DEVICE_MIME
 from helpers.exercises import EXERCISE_MIME
 from tools.course import BUILD, ROOT, notebook_paths, settings
@@ -165,6 +166,15 @@ def replace(folder: Path) -> None:
                     "give --out a new folder, or one this tool made")
 
 
+def checked_out(out: Path) -> Path:
+    """``--out`` resolved; a link, or a folder that holds the working folder, is refused."""
+    if out.is_symlink():
+        raise SiteError(f"--out {out} is a link: nothing was deleted; give --out a folder")
+    if (why := workdirs.protected(out)) is not None:
+        raise SiteError(f"--out {out}: {why}; nothing was deleted; give --out a folder of its own")
+    return out.resolve()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--executed", type=Path, default=BUILD / "executed")
@@ -172,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     start = time.perf_counter()
     try:
-        index = build(args.executed, args.out)
+        index = build(args.executed, checked_out(args.out))
     except SiteError as error:
         print(f"site: {error}", file=sys.stderr)
         return 2
