@@ -36,11 +36,14 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 import traceback
 from pathlib import Path
 
 #: what the fork server imports once, for every child
 PRELOAD = ["tensorflow", "keras", "helpers.out_of_memory", "helpers.scale_out_profile"]
+#: the process that launched a child, which ends itself when it is gone (:func:`follow_launcher`)
+LAUNCHER_ENV = "COURSE_LAUNCHER_PID"
 
 
 def context():
@@ -75,6 +78,38 @@ def _run_script(script: str, args: list[str], env: dict[str, str], log: str) -> 
     os.close(fd)
     sys.argv = [script, *args]
     runpy.run_path(script, run_name="__main__")
+
+
+def follow_launcher(interval_s: float = 1.0) -> threading.Thread | None:
+    """In a child (07's workers, 04's training process): end this process (SIGKILL) as soon as
+    the process that launched it is gone, for a launcher killed outright (which runs no
+    cleanup). Returns the watching thread, or None when no launcher set :data:`LAUNCHER_ENV`."""
+    launcher = os.environ.get(LAUNCHER_ENV)
+    if not launcher:
+        return None
+    launcher_pid, parent = int(launcher), os.getppid()  # the launcher, or its fork server
+
+    def gone() -> bool:
+        if os.getppid() != parent:  # re-parented: the process that started it died
+            return True
+        try:
+            os.kill(launcher_pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            pass
+        return False
+
+    def watch() -> None:
+        while not gone():
+            time.sleep(interval_s)
+        if os.name == "posix" and os.getpgid(0) == os.getpid():  # its own group: all of it
+            os.killpg(os.getpid(), signal.SIGKILL)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    thread = threading.Thread(target=watch, name="follow-launcher", daemon=True)
+    thread.start()
+    return thread
 
 
 # -- a host for children that listen on ports ----------------------------------------------------

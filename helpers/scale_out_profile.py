@@ -54,7 +54,6 @@ import re
 import signal
 import socket
 import struct
-import threading
 import time
 from pathlib import Path
 
@@ -147,7 +146,8 @@ DATA_FILE = "data.npz"
 JOB_FILE = "job.json"
 PROGRESS_FILE = "progress.jsonl"
 PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
-LAUNCHER_ENV = "COURSE_LAUNCHER_PID"  # a worker ends itself when this process is gone
+LAUNCHER_ENV = processes.LAUNCHER_ENV  # a worker ends itself when this process is gone
+follow_launcher = processes.follow_launcher  # in worker.py: end this worker with the notebook
 WORKER_FILE = "worker.py"
 
 
@@ -469,38 +469,6 @@ def _stop_all() -> None:
     _stop(live)
     for p in live:
         p.join(timeout=10)
-
-
-def follow_launcher(interval_s: float = 1.0) -> threading.Thread | None:
-    """In a worker: end this process (SIGKILL) as soon as the process that launched it is
-    gone, for a launcher killed outright (which runs no cleanup). Returns the watching thread,
-    or None when this process was not started by :func:`run_cluster`."""
-    launcher = os.environ.get(LAUNCHER_ENV)
-    if not launcher:
-        return None
-    launcher_pid, parent = int(launcher), os.getppid()  # the launcher, or its fork server
-
-    def gone() -> bool:
-        if os.getppid() != parent:  # re-parented: the process that started it died
-            return True
-        try:
-            os.kill(launcher_pid, 0)
-        except ProcessLookupError:
-            return True
-        except PermissionError:
-            pass
-        return False
-
-    def watch() -> None:
-        while not gone():
-            time.sleep(interval_s)
-        if os.name == "posix" and os.getpgid(0) == os.getpid():  # its own group: all of it
-            os.killpg(os.getpid(), signal.SIGKILL)
-        os.kill(os.getpid(), signal.SIGKILL)
-
-    thread = threading.Thread(target=watch, name="follow-launcher", daemon=True)
-    thread.start()
-    return thread
 
 
 def _read_lines(path: Path) -> list[dict]:

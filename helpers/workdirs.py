@@ -26,10 +26,12 @@ values stops with one line naming what changed and what to do
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import socket
+import stat
 from pathlib import Path
 
 from helpers.errors import RunSettingsChanged, WorkFolderBusy, invalid
@@ -38,6 +40,7 @@ ROOT = "course_runs"
 COLAB_DRIVE = "/content/drive/MyDrive"  # where 04's run_dir goes with use_drive=True
 MARKER = ".course_work_folder"
 RUN_FILE = "run.json"  # a resumable run's settings (see same_run)
+RUN_FILES = (RUN_FILE, "step-*.pt")  # what a resumable run (04's, 09's) leaves: never a work_dir
 LOCK = ".course_work_folder.lock"  # locked while a process uses the folder; never deleted
 #: folder (resolved) -> the open file whose lock this process holds
 _HELD: dict[Path, object] = {}
@@ -70,8 +73,10 @@ def protected(path: Path, cwd: Path | None = None) -> str | None:
 
 
 def is_marked(path: Path) -> bool:
-    """True when a notebook of this course made ``path`` (it holds the marker file)."""
-    return (Path(path) / MARKER).is_file()
+    """True when a notebook of this course made ``path`` (it holds the marker file, itself: a
+    link named so, in a folder from elsewhere, does not count)."""
+    marker = Path(path) / MARKER
+    return marker.is_file() and not marker.is_symlink()
 
 
 def problem(path, cwd: Path | None = None) -> str | None:
@@ -115,50 +120,105 @@ def prepare(path, name: str = "work_dir", fresh: bool = True) -> Path:
     if path.is_dir() and is_marked(path):
         lock(path)  # before anything is emptied: another process using it stops here
     if path.is_dir() and is_marked(path) and fresh:
-        for entry in path.iterdir():
-            if entry.name == LOCK:  # the lock lives on this very file: keep it
-                continue
-            if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry)
-            else:
-                entry.unlink()
+        runs = [] if name == "run_dir" else [p for g in RUN_FILES for p in path.rglob(g)]
+        if runs:  # another notebook's run, pasted as a work_dir: emptying would delete it
+            raise refuse(name, str(path), f"it holds a run ({runs[0]}) that emptying it would "
+                         "delete")
+        with _locks_inside(path):  # a work folder inside, in use elsewhere, stops it here
+            for entry in path.iterdir():
+                if entry.name == LOCK:  # the lock lives on this very file: keep it
+                    continue
+                if entry.is_dir() and not entry.is_symlink():
+                    shutil.rmtree(entry)
+                else:
+                    entry.unlink()
     path.mkdir(parents=True, exist_ok=True)
+    (path / MARKER).unlink(missing_ok=True)  # written anew, never through a link
     (path / MARKER).write_text(MARKER_TEXT)
     lock(path)
     return path
+
+
+@contextlib.contextmanager
+def _locks_inside(path: Path):
+    """Hold the lock of every work folder inside ``path`` (one with a marker or a lock file)
+    while it is emptied; :class:`WorkFolderBusy`, naming the first in use, deleting nothing."""
+    handles = []
+    try:
+        for inner in sorted({p.parent for g in (MARKER, LOCK) for p in path.rglob(g)} - {path}):
+            if inner.resolve() in _HELD:
+                raise WorkFolderBusy(f"{inner} is in use by this kernel: emptying {path} would "
+                                     "delete its files. Give this run another folder.")
+            handles.append(_take(inner))
+        yield
+    finally:
+        for handle in handles:
+            handle.close()
 
 
 def lock(path) -> bool:
     """Hold the lock of work folder ``path`` for this process (again: a no-op). Raises
     :class:`WorkFolderBusy` naming the process that holds it; returns False where the file
     system has no locks (some network mounts), after saying so once."""
-    import fcntl
-
     key = Path(path).resolve()
     if key in _HELD:
         return True
-    handle = open(key / LOCK, "a+")  # kept open: the lock lives as long as the file is
     try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        handle.seek(0)
-        holder = handle.read().strip() or "another process"
-        handle.close()
-        raise WorkFolderBusy(
-            f"{key} is in use by {holder}: two runs in one folder would delete each other's "
-            "files. Wait for it to finish (or stop its kernel), or give this run another folder."
-        ) from None
-    except OSError as error:  # no locks on this file system
-        handle.close()
-        print(f"Note: {key} cannot be locked here ({error.strerror}): do not use it from two "
-              "sessions at once.")
+        handle = _take(key)
+    except _NoLocks as error:
+        print(f"Note: {key} cannot be locked here ({error}): do not use it from two sessions "
+              "at once.")
         return False
     handle.seek(0)
     handle.truncate()
     handle.write(f"process {os.getpid()} on {socket.gethostname()}\n")
     handle.flush()
-    _HELD[key] = handle
+    _HELD[key] = handle  # kept open: the lock lives as long as the file is
     return True
+
+
+class _NoLocks(OSError):
+    """The file system of a work folder has no locks."""
+
+
+def _take(folder: Path):
+    """The lock file of ``folder``, opened without following a link and locked (kept open, the
+    lock lives as long as it is): :class:`WorkFolderBusy` when another process holds it, or
+    when it is not a regular file."""
+    import fcntl
+
+    try:  # O_NOFOLLOW: a link named so (in a folder from elsewhere) would write where it points
+        fd = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+    except OSError as error:
+        raise WorkFolderBusy(f"{folder / LOCK} cannot be opened as a lock ({error.strerror}: a "
+                             "link?); nothing was deleted. Remove it, or use another folder."
+                             ) from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise WorkFolderBusy(f"{folder / LOCK} is not a regular file; nothing was deleted. Remove "
+                             "it, or use another folder.")
+    handle = os.fdopen(fd, "r+")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = handle.read().strip() or "another process"
+        handle.close()
+        raise WorkFolderBusy(
+            f"{folder} is in use by {holder}: two runs in one folder would delete each other's "
+            "files. Wait for it to finish (or stop its kernel), or give this run another folder."
+        ) from None
+    except OSError as error:  # no locks on this file system
+        handle.close()
+        raise _NoLocks(error.strerror) from None
+    return handle
+
+
+def lock_fds(path) -> tuple[int, ...]:
+    """The descriptor of the lock this process holds on work folder ``path``, for a child that
+    works there (``subprocess.Popen(..., pass_fds=lock_fds(path))``): it inherits the very lock,
+    so the folder has one holder while either lives; () where this process holds none."""
+    handle = _HELD.get(Path(path).resolve())
+    return (handle.fileno(),) if handle else ()
 
 
 def same_settings(saved: dict, now: dict, where) -> None:

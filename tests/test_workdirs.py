@@ -2,9 +2,12 @@
 
 import ast
 import json
+import os
 import shutil
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -177,6 +180,117 @@ def test_a_folder_in_use_by_another_process_is_refused_and_kept(tmp_path):
         other.wait()
     workdirs.prepare(work, "work_dir", fresh=True)  # its lock died with it
     assert not (work / "ckpt-1000.index").exists() and (work / workdirs.LOCK).exists()
+
+
+def files(folder) -> dict:
+    """Every file in ``folder`` and its content, but the locks (whose holder they name)."""
+    return {p: p.read_bytes() for p in folder.rglob("*")
+            if p.is_file() and not p.is_symlink() and p.name != workdirs.LOCK}
+
+
+def test_emptying_a_folder_takes_the_locks_of_the_work_folders_inside_it(tmp_path):
+    """04's run folder, in use by another kernel, inside a folder pasted as a work_dir: nothing
+    of it is deleted; once that kernel is gone, the outer folder is emptied."""
+    outer = workdirs.prepare(tmp_path / "outer")
+    inner = workdirs.prepare(outer / "dcgan_run", "run_dir", fresh=False)
+    (inner / "checkpoints").mkdir()
+    (inner / "checkpoints" / "ckpt-3.index").write_text("three hours")
+    workdirs._HELD.pop(inner.resolve()).close()  # another kernel holds it, not this one
+    other = subprocess.Popen([sys.executable, "-c", HOLD, str(inner)], stdout=subprocess.PIPE,
+                             text=True)
+    before = files(outer)
+    try:
+        assert other.stdout.readline().strip() == "held"
+        with pytest.raises(WorkFolderBusy, match=rf"dcgan_run is in use by process {other.pid}"):
+            workdirs.prepare(outer, "work_dir")
+        assert files(outer) == before
+    finally:
+        other.kill()
+        other.wait()
+    workdirs.prepare(inner, "run_dir", fresh=False)  # this kernel's own: still in use
+    with pytest.raises(WorkFolderBusy, match="dcgan_run is in use by this kernel"):
+        workdirs.prepare(outer, "work_dir")
+    assert files(outer) == before
+    workdirs._HELD.pop(inner.resolve()).close()
+    workdirs.prepare(outer, "work_dir")
+    assert sorted(p.name for p in outer.iterdir()) == sorted([workdirs.MARKER, workdirs.LOCK])
+
+
+@pytest.mark.parametrize("run_file", ["run.json", "step-120.pt"])
+def test_a_folder_holding_another_notebooks_run_is_never_emptied_as_a_work_dir(tmp_path, run_file):
+    work = workdirs.prepare(tmp_path / "work")
+    (work / "pasted").mkdir()
+    (work / "pasted" / run_file).write_text("a run")
+    before = files(work)
+    with pytest.raises(ParameterError, match=rf"it holds a run \(.*{run_file}\)"):
+        workdirs.prepare(work, "work_dir")
+    assert files(work) == before
+    workdirs.prepare(work, "run_dir", fresh=True)  # its own run, fresh_start=True: replaced
+    assert not (work / "pasted").exists()
+
+
+def test_a_lock_or_marker_that_is_not_a_plain_file_is_never_written_through(tmp_path):
+    """A folder from elsewhere (a zip, a Kaggle data set) may carry links with these names."""
+    target = tmp_path / "bashrc"
+    target.write_text("the user's file")
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / workdirs.LOCK).symlink_to(target)
+    (work / workdirs.MARKER).write_text(workdirs.MARKER_TEXT)
+    with pytest.raises(WorkFolderBusy, match="cannot be opened as a lock .*nothing was deleted"):
+        workdirs.prepare(work, "work_dir")
+    assert target.read_text() == "the user's file" and (work / workdirs.LOCK).is_symlink()
+    (work / workdirs.LOCK).unlink()
+    os.mkfifo(work / workdirs.LOCK)  # opening a FIFO would block: refused at once
+    with pytest.raises(WorkFolderBusy, match="is not a regular file"):
+        workdirs.prepare(work, "work_dir")
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    (linked / "data.txt").write_text("theirs")
+    (linked / workdirs.MARKER).symlink_to(target)  # a linked marker marks nothing
+    with pytest.raises(ParameterError, match="no .course_work_folder marker"):
+        workdirs.prepare(linked, "work_dir")
+    assert (linked / "data.txt").read_text() == "theirs" and target.read_text() == "the user's file"
+
+
+KERNEL = """
+import os, subprocess, sys, time
+from helpers import processes, workdirs
+run = workdirs.prepare(sys.argv[1], "run_dir", fresh=False)
+child = subprocess.Popen(  # as notebook 04's launch cell starts its training process
+    [sys.executable, "-c", "from helpers.processes import follow_launcher; "
+     "follow_launcher(0.5); import time; time.sleep(600)"],
+    env={**os.environ, processes.LAUNCHER_ENV: str(os.getpid())},
+    pass_fds=workdirs.lock_fds(run))
+workdirs._HELD.pop(run.resolve()).close()  # the kernel lets go: the child still holds it
+print(child.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def test_the_kernel_hands_its_lock_to_its_training_child_which_ends_with_it(tmp_path):
+    """One lock, inherited: while 04's training child lives, no other kernel takes run_dir,
+    even after the kernel dies; the child ends within 5 s of the kernel, and frees it."""
+    run = tmp_path / "dcgan_run"
+    kernel = subprocess.Popen([sys.executable, "-c", KERNEL, str(run)], stdout=subprocess.PIPE,
+                              text=True)
+    child = int(kernel.stdout.readline())
+    with pytest.raises(WorkFolderBusy, match=f"in use by process {kernel.pid}"):
+        workdirs.prepare(run, "run_dir", fresh=True)
+    kernel.kill()
+    kernel.wait()
+    died = time.monotonic()
+    while time.monotonic() - died < 5 and Path(f"/proc/{child}").exists() and not zombie(child):
+        time.sleep(0.05)
+    assert time.monotonic() - died < 5, "the child outlived its kernel by 5 s"
+    workdirs.prepare(run, "run_dir", fresh=True)  # free again
+
+
+def zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(") ")[2].startswith("Z")
+    except FileNotFoundError:
+        return False
 
 
 def test_the_same_process_keeps_its_lock_when_it_runs_again(tmp_path):
