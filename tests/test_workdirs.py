@@ -337,3 +337,33 @@ def test_a_run_without_a_readable_record_of_its_settings_is_refused(tmp_path):
         with pytest.raises(RunSettingsChanged, match="run.json could not be read .*not the"):
             workdirs.same_run(run, RECORDED)
         assert (run / workdirs.RUN_FILE).read_text() == other
+
+
+LOADED = dict(data="mnist", images=60000, batch_size=256, precision="mixed_float16")
+STAND_IN = {**LOADED, "data": "digits (standing in for mnist)", "images": 1498}
+
+
+def test_a_run_resumed_on_other_data_stops_naming_it(tmp_path):
+    """Begun online on MNIST, resumed offline (Kaggle with Internet off), where the loader
+    gives the digits stand-in: other data, under the same parameters, is another run."""
+    run = workdirs.prepare(tmp_path / "run", "run_dir", fresh=False)
+    assert workdirs.same_run(run, LOADED) is False
+    with pytest.raises(RunSettingsChanged, match=r"data was 'mnist', now 'digits \(standing in"):
+        workdirs.same_run(run, STAND_IN)
+    assert json.loads((run / workdirs.RUN_FILE).read_text()) == LOADED
+
+
+def test_a_record_from_before_the_data_was_recorded_resumes_only_on_the_data_it_names(
+    tmp_path, capsys
+):
+    run = workdirs.prepare(tmp_path / "run", "run_dir", fresh=False)
+    older = dict(dataset="mnist", max_images=60000, batch_size=256, precision="mixed_float16")
+    (run / workdirs.RUN_FILE).write_text(json.dumps(older))
+    assert workdirs.same_run(run, LOADED) is True
+    assert "predates the record of the data" in capsys.readouterr().out
+    with pytest.raises(RunSettingsChanged, match=r"data was 'mnist', now 'digits \(standing in"):
+        workdirs.same_run(run, STAND_IN)
+    with pytest.raises(RunSettingsChanged, match=r"images was 'up to 100', now 60000"):
+        (run / workdirs.RUN_FILE).write_text(json.dumps({**older, "max_images": 100}))
+        workdirs.same_run(run, LOADED)
+    assert json.loads((run / workdirs.RUN_FILE).read_text())["max_images"] == 100  # kept
