@@ -1,45 +1,18 @@
-"""Plumbing of notebook 07 (scale out and profile): the replica devices, the multi-worker
-launcher and the trace reading.
+"""Plumbing of notebook 07 (scale out and profile): the replica devices, the workers' launcher
+and the trace reader.
 
-Throughput against the number of replicas, with ``MirroredStrategy`` on one machine: the sweep
-itself is notebook 07's cell (``helpers.lessons.scale_out_profile.sweep``); here, the devices.
-
-Real GPUs where there are several; one GPU split into logical GPUs; or the CPU split into
-logical devices. Split devices share the same hardware, so they show the cost of replication
-(copies, all-reduces), not a speedup: the notebook says which case ran.
-
-Plumbing for notebook 07's workers: ``MultiWorkerMirroredStrategy`` at loopback addresses, in a
-network namespace whose only interface is loopback (TensorFlow's gRPC server listens on every
-interface; the notebook says so), or not at all where others could reach them (:func:`exposure`).
-
-The worker itself (``TF_CONFIG`` read, the strategy, the data set, the custom loop with
-``strategy.run``, the chief's checkpoints) is written out in notebook 07's ``%%writefile`` cells,
-which save it as ``worker.py``; ``tools.course.worker_script`` reads those cells back, so
-that the tests and ``make bench`` run the very script the notebook shows. This module only
-launches it:
-:func:`run_cluster` starts one Python process per worker (forked by a
-:class:`~helpers.processes.Host` that has imported TensorFlow already), each with its own
-``TF_CONFIG`` (from
-the notebook's ``tf_config``, which it is passed), watches them, and
-collects what the chief reports (:func:`report_step`).
-
-Recovery: when a worker dies, the others would wait for it in the next all-reduce, so the
-launcher stops them all and starts the cluster again; the script restores the chief's newest
-checkpoint.
-
-No worker outlives its launcher: :func:`run_cluster` stops them all (each worker's whole process
-group, with SIGKILL) on any exit, an exception or ``KeyboardInterrupt`` (Jupyter's "interrupt")
-included; an ``atexit`` hook does it when the kernel shuts down; and each worker ends itself
-when the launching process is gone (:func:`follow_launcher`; a kernel killed outright runs no
-``atexit``).
-
-Capture a TensorFlow profiler trace of a few training steps, and read it without TensorBoard.
-
-The profiler writes ``plugins/profile/<run>/<host>.xplane.pb`` (an ``XSpace`` protocol buffer):
-planes (the host, each GPU or TPU), lines (threads, GPU streams) and timed events. Reading it
-needs only the proto that ships with TensorFlow, so the notebook can show the top operations,
-the share of step time spent waiting for input, and device idle time, even where the
-TensorBoard profile plugin is not installed (it is not, with TF 2.21).
+- Replicas (the sweep itself is 07's cell): several GPUs, one GPU split into logical GPUs, or
+  the CPU split into logical devices, which show the cost of replication, not a speedup.
+- Workers: :func:`run_cluster` runs 07's ``worker.py`` (its ``%%writefile`` cells, which
+  ``tools.course.worker_script`` reads back for the tests and ``make bench``) once per worker,
+  each with its ``TF_CONFIG``, forked by a :class:`~helpers.processes.Host` in a network
+  namespace whose only interface is loopback (TensorFlow's servers listen on every interface),
+  or not at all where others could reach them (:func:`exposure`). A dead worker stops the
+  cluster, which starts again from the chief's newest checkpoint; no worker outlives its
+  launcher (stopped on any exit, at the kernel's exit, and by :func:`follow_launcher`).
+- Traces: :func:`read_trace` reads the profiler's ``.xplane.pb`` with the proto TensorFlow
+  ships (top operations, input share, device idle time), where TensorBoard's profile plugin is
+  not installed (it is not, with TF 2.21).
 """
 
 from __future__ import annotations

@@ -188,12 +188,10 @@ from helpers.errors import RunSettingsChanged, RunUnreadable  # errors shown as 
 
 OTHER_VARIABLES = (tf.errors.InvalidArgumentError, ValueError, AssertionError)  # not damage
 
-
 def restore(manager):
-    """Restore the newest checkpoint that loads; its step. An unreadable one is skipped for the
-    one before; one that holds other variables (another run's) stops, deleting nothing."""
-    on_disk = dcgan.checkpoints_on_disk(manager.directory)  # the files, whatever the index says
-    for path in reversed(on_disk):
+    """Restore the newest checkpoint file that loads (whatever the index lists); its step. An
+    unreadable one is skipped; one that holds other variables (another run's) stops."""
+    for path in reversed(on_disk := dcgan.checkpoints_on_disk(manager.directory)):
         try:
             manager.checkpoint.restore(path).assert_existing_objects_matched()
         except OTHER_VARIABLES as error:  # other shapes or objects: made with other settings
