@@ -149,10 +149,10 @@ def _locks_inside(path: Path):
             if inner.resolve() in _HELD:
                 raise WorkFolderBusy(f"{inner} is in use by this kernel: emptying {path} would "
                                      "delete its files. Give this run another folder.")
-            handles.append(_take(inner))
+            handles.append(_take(inner))  # None where there are no locks: nothing to hold
         yield
     finally:
-        for handle in handles:
+        for handle in filter(None, handles):
             handle.close()
 
 
@@ -163,11 +163,7 @@ def lock(path) -> bool:
     key = Path(path).resolve()
     if key in _HELD:
         return True
-    try:
-        handle = _take(key)
-    except _NoLocks as error:
-        print(f"Note: {key} cannot be locked here ({error}): do not use it from two sessions "
-              "at once.")
+    if (handle := _take(key)) is None:
         return False
     handle.seek(0)
     handle.truncate()
@@ -177,14 +173,10 @@ def lock(path) -> bool:
     return True
 
 
-class _NoLocks(OSError):
-    """The file system of a work folder has no locks."""
-
-
 def _take(folder: Path):
     """The lock file of ``folder``, opened without following a link and locked (kept open, the
     lock lives as long as it is): :class:`WorkFolderBusy` when another process holds it, or
-    when it is not a regular file."""
+    when it is not a regular file; None, said once, where the file system has no locks."""
     import fcntl
 
     try:  # O_NOFOLLOW: a link named so (in a folder from elsewhere) would write where it points
@@ -207,9 +199,11 @@ def _take(folder: Path):
             f"{folder} is in use by {holder}: two runs in one folder would delete each other's "
             "files. Wait for it to finish (or stop its kernel), or give this run another folder."
         ) from None
-    except OSError as error:  # no locks on this file system
+    except OSError as error:  # no locks on this file system (some network mounts)
         handle.close()
-        raise _NoLocks(error.strerror) from None
+        print(f"Note: {folder} cannot be locked here ({error.strerror}): do not use it from two "
+              "sessions at once.")
+        return None
     return handle
 
 

@@ -180,13 +180,19 @@ def bare_python(tmp_path_factory):
     return python
 
 
-def fake_nvidia_smi(folder, script):
-    """``folder``, holding an ``nvidia-smi`` that prints what ``script`` says, first on PATH."""
-    folder.mkdir(exist_ok=True)
-    (folder / "nvidia-smi").write_text(script)
-    (folder / "nvidia-smi").chmod(0o755)
+def launched(command: list, smi: str, out) -> tuple[str, dict]:
+    """Run ``command`` in the repository where ``nvidia-smi`` prints what ``smi`` says: what it
+    printed, and the report it wrote in ``out``."""
+    fake = out.parent / "bin"  # first on PATH
+    fake.mkdir(exist_ok=True)
+    (fake / "nvidia-smi").write_text(smi)
+    (fake / "nvidia-smi").chmod(0o755)
     env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
-    return {**env, "PATH": f"{folder}{os.pathsep}{env['PATH']}"}
+    env["PATH"] = f"{fake}{os.pathsep}{env['PATH']}"
+    done = subprocess.run([str(c) for c in command], cwd=gpu_check.ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout, json.loads((out / "report.json").read_text())
 
 
 def test_the_gpu_branch_runs_from_a_bare_python_up_to_what_needs_the_hardware(
@@ -195,21 +201,11 @@ def test_the_gpu_branch_runs_from_a_bare_python_up_to_what_needs_the_hardware(
     """A fake nvidia-smi lists one GPU: the launcher, from a python3 with nothing installed,
     plans .venv-gpu with the CUDA build and every stage it would run, and writes the report;
     --dry-run installs and runs nothing. It imports nothing beyond the standard library."""
-    env = fake_nvidia_smi(tmp_path / "bin", H200_SMI)
     out = tmp_path / "out"
-    done = subprocess.run(
-        [bare_python, "-c", IMPORTED, "--dry-run", "--out", out],
-        cwd=gpu_check.ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    facts = json.loads(done.stdout.strip().splitlines()[-1])
+    said, report = launched([bare_python, "-c", IMPORTED, "--dry-run", "--out", out], H200_SMI, out)
+    facts = json.loads(said.strip().splitlines()[-1])
     assert facts == {"code": 0, "outside": ["tools"]}, facts
-    assert "GPU check: NVIDIA H200 (driver 580.159.04, 143771 MiB)" in done.stdout
-    report = json.loads((out / "report.json").read_text())
+    assert "GPU check: NVIDIA H200 (driver 580.159.04, 143771 MiB)" in said
     assert report["mode"] == "gpu" and report["environment"] == ".venv-gpu"
     stages = {s["name"]: s for s in report["stages"]}
     assert list(stages) == ["environment", "probe", "bench", "notebooks", "unit tests"]
@@ -232,25 +228,10 @@ def test_make_gpu_check_on_a_cpu_from_a_bare_python(bare_python, tmp_path):
     """The way a fresh machine runs it: `make gpu-check` with a python3 that has no course
     packages (nvidia-smi answers that it finds no GPU, as it may on a GPU machine with no
     driver): exit 0, the CPU-safe parts run in .venv, and the report written."""
-    env = fake_nvidia_smi(tmp_path / "bin", NO_GPU_SMI)
     out = tmp_path / "out"
-    done = subprocess.run(
-        [
-            "make",
-            "--no-print-directory",
-            "gpu-check",
-            f"PYTHON={bare_python}",
-            f"GPU_CHECK_ARGS=--out {out}",
-        ],
-        cwd=gpu_check.ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "GPU check: no GPU" in done.stdout
-    report = json.loads((out / "report.json").read_text())
+    make = ["make", "--no-print-directory", "gpu-check", f"PYTHON={bare_python}"]
+    said, report = launched([*make, f"GPU_CHECK_ARGS=--out {out}"], NO_GPU_SMI, out)
+    assert "GPU check: no GPU" in said
     assert report["mode"] == "cpu" and report["environment"] == ".venv"
     assert [(s["name"], s["status"]) for s in report["stages"]] == [
         ("environment", "passed"),

@@ -1,6 +1,7 @@
 """Work folders: a notebook empties only a folder it made, and its defaults are git-ignored."""
 
 import ast
+import errno
 import json
 import os
 import shutil
@@ -367,3 +368,19 @@ def test_a_record_from_before_the_data_was_recorded_resumes_only_on_the_data_it_
         (run / workdirs.RUN_FILE).write_text(json.dumps({**older, "max_images": 100}))
         workdirs.same_run(run, LOADED)
     assert json.loads((run / workdirs.RUN_FILE).read_text())["max_images"] == 100  # kept
+
+
+def test_where_the_file_system_has_no_locks_the_folder_is_used_and_it_says_so(
+    tmp_path, monkeypatch, capsys
+):
+    def no_locks(*args):  # as on some network mounts
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr("fcntl.flock", no_locks)
+    work = workdirs.prepare(tmp_path / "work")
+    assert "cannot be locked here (No locks available)" in capsys.readouterr().out
+    assert work.is_dir() and work.resolve() not in workdirs._HELD
+    (work / "inner").mkdir()
+    workdirs.prepare(work / "inner")  # a work folder inside: emptied with the outer one
+    workdirs.prepare(work)
+    assert not (work / "inner").exists()
