@@ -25,7 +25,9 @@ def make_notebook(**changes):
         ),
         "setup": nbformat.v4.new_markdown_cell("## Setup"),
         "install": nbformat.v4.new_code_cell(course.install_cell(**CONF)),
-        "params": nbformat.v4.new_code_cell("epochs = 3\nbatch_size = 8"),
+        "params": nbformat.v4.new_code_cell(
+            "epochs: int = 3  # epochs in all\nbatch_size: int = 8  # images per step"
+        ),
         "validate": nbformat.v4.new_code_cell(
             "p = validate(epochs=(epochs, integer(1)), batch_size=(batch_size, integer(1)))"
         ),
@@ -39,6 +41,13 @@ def make_notebook(**changes):
     nb = nbformat.v4.new_notebook(cells=[c for c in cells.values() if c is not None])
     nb.metadata = {"kernelspec": nbclean.KERNELSPEC, "language_info": {"name": "python"}}
     return nbclean.clean(json.loads(nbformat.writes(nb)), NAME, **CONF)
+
+
+def params(text):
+    """A change that writes the parameters cell as ``text``."""
+    cell = nbformat.v4.new_code_cell(text)
+    cell.metadata["tags"] = ["parameters"]
+    return {"params": cell}
 
 
 PROFILES = {
@@ -68,6 +77,9 @@ def test_a_conforming_notebook_passes():
             "not validated: batch_size",
         ),
         ({"extra": nbformat.v4.new_code_cell("\n".join(["x = 1"] * 26))}, "has 26 lines"),
+        (params("epochs = 3  # no type\nbatch_size: int = 8  # images"), "cannot read epochs"),
+        (params("epochs: int = 3  # at most (<= 9)\nbatch_size: int = 8  # x"), "read epochs"),
+        (params("epochs: int = 3\nbatch_size: int = 8  # images per step"), "read epochs"),
         ({"install": nbformat.v4.new_code_cell("%pip install helpers")}, "the install cell"),
         ({"install": None}, "the install cell"),
         ({"exercises": None}, "'## Exercises'"),

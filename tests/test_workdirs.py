@@ -118,11 +118,11 @@ def defaults(path) -> dict:
     cell = next(c for c in cells if "parameters" in c["metadata"].get("tags", []))
     tree = ast.parse("".join(cell["source"]))
     values = {}
-    for node in tree.body:
+    for node in tree.body:  # `name: type = value  # comment`
         try:
-            values[node.targets[0].id] = ast.literal_eval(node.value)
+            values[node.target.id] = ast.literal_eval(node.value)
         except ValueError:
-            values[node.targets[0].id] = ast.unparse(node.value)
+            values[node.target.id] = ast.unparse(node.value)
     return values
 
 

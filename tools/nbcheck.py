@@ -7,7 +7,8 @@ an "Open in Colab" badge whose URL ends with the notebook's own path; ``##
 Setup``; exactly one ``parameters`` cell with the validation cell right after
 it, validating every parameter, collapsed (a ``#@title`` form on Colab, hidden source in
 Jupyter: ``tools.nbclean`` writes both); ``## Summary`` and ``## Next steps``; short
-code cells, the first of them the install cell (``tools.course.INSTALL_CELL``);
+code cells, the first of them the install cell (``tools.course.INSTALL_CELL``); each parameter
+written ``name: type = value  # what it is``, as ``papermill --help-notebook`` reads it;
 an introduction saying what the reader will learn ("You will:" and a list) and its
 prerequisites (``**Prerequisites:**``, earlier notebooks only); ``## Exercises`` and
 ``## Further reading``; the last code cell printing how long the run took; a ``python3``
@@ -153,6 +154,14 @@ def _check_parameters(cells, index, name, known_profiles) -> list[str]:
         return [f"the parameters cell does not parse: {error}"]
     if not names:
         problems.append("the parameters cell assigns no parameters")
+    from papermill.translators import PythonTranslator  # what --help-notebook reads
+
+    shown = {p.name: p for p in PythonTranslator.inspect({"source": source(params_cell)})}
+    unread = [n for n in names if n not in shown or shown[n].inferred_type_name == "None"
+              or not shown[n].help]
+    if unread:
+        problems.append(f"papermill --help-notebook cannot read {', '.join(unread)}: write "
+                        "`name: type = value  # what it is`, with no '=' in the comment")
     following = cells[index + 1] if index + 1 < len(cells) else None
     if not following or following["cell_type"] != "code" or "validate(" not in source(following):
         problems.append("the cell right after 'parameters' must call validate(...)")
