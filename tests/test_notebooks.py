@@ -1,5 +1,5 @@
 """The notebook-execution suite: every notebook runs headlessly with small parameters, twice
-in the same kernel (a learner's second "Run all"), the cells marked ``# NBVAL_CHECK_OUTPUT``
+in the same kernel (a learner's second "Run all"), the cells tagged ``nbval-check-output``
 giving the same outputs both times (nbval's comparison), and every invalid parameter value
 stops it in its validation cell with one clear line.
 

@@ -78,6 +78,8 @@ def test_a_conforming_notebook_passes():
         ),
         ({"extra": nbformat.v4.new_code_cell("\n".join(["x = 1"] * 26))}, "has 26 lines"),
         (params("epochs = 3  # no type\nbatch_size: int = 8  # images"), "cannot read epochs"),
+        ({"extra": nbformat.v4.new_code_cell("import os  # noqa: F401")}, "harness markers"),
+        ({"extra": nbformat.v4.new_code_cell("# NBVAL_CHECK_OUTPUT\nx = 1")}, "harness markers"),
         (params("epochs: int = 3  # at most (<= 9)\nbatch_size: int = 8  # x"), "read epochs"),
         (params("epochs: int = 3\nbatch_size: int = 8  # images per step"), "read epochs"),
         ({"install": nbformat.v4.new_code_cell("%pip install helpers")}, "the install cell"),
@@ -299,11 +301,12 @@ def test_make_run_survives_a_dead_kernel_and_prints_its_summary(tmp_path, monkey
     assert "still ran" in (tmp_path / "build" / "executed" / "02_runs.ipynb").read_text()
 
 
-def _two_runs(first: str, second: str, marker: str = "# NBVAL_CHECK_OUTPUT\n"):
-    """The same notebook after two runs whose one cell printed ``first``, then ``second``."""
+def _two_runs(first: str, second: str, tags=("nbval-check-output",)):
+    """The same notebook after two runs whose one cell (tagged ``tags``, as the notebooks tag
+    a cell whose output must not change) printed ``first``, then ``second``."""
     runs = []
     for text in (first, second):
-        cell = nbformat.v4.new_code_cell(marker + "print(x)", id="c1")
+        cell = nbformat.v4.new_code_cell("print(x)", id="c1", metadata={"tags": list(tags)})
         cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=text)]
         cell.execution_count = 1
         runs.append(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# T"), cell]))
@@ -317,7 +320,7 @@ def test_nbval_comparison_reports_a_marked_cell_whose_runs_disagree():
 
 
 def test_nbval_comparison_ignores_unmarked_cells():
-    assert run_notebooks.outputs_that_differ(*_two_runs("0.31 s\n", "0.29 s\n", marker="")) == []
+    assert run_notebooks.outputs_that_differ(*_two_runs("0.31 s\n", "0.29 s\n", tags=())) == []
 
 
 def test_one_command_moves_the_compat_stack_and_readmes_table(tmp_path, monkeypatch):

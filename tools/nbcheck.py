@@ -8,7 +8,8 @@ Setup``; exactly one ``parameters`` cell with the validation cell right after
 it, validating every parameter, collapsed (a ``#@title`` form on Colab, hidden source in
 Jupyter: ``tools.nbclean`` writes both); ``## Summary`` and ``## Next steps``; short
 code cells, the first of them the install cell (``tools.course.INSTALL_CELL``); each parameter
-written ``name: type = value  # what it is``, as ``papermill --help-notebook`` reads it;
+written ``name: type = value  # what it is``, as ``papermill --help-notebook`` reads it; no
+harness marker (``noqa``, ``NBVAL_...``, ``type: ignore``) in a code cell;
 an introduction saying what the reader will learn ("You will:" and a list) and its
 prerequisites (``**Prerequisites:**``, earlier notebooks only); ``## Exercises`` and
 ``## Further reading``; the last code cell printing how long the run took; a ``python3``
@@ -38,6 +39,8 @@ from tools.nbclean import VALIDATION_METADATA, VALIDATION_TITLE, clean, dumps
 
 NAME_RE = re.compile(r"^\d\d_[a-z0-9]+(_[a-z0-9]+)*\.ipynb$")
 MAX_CODE_LINES = 25
+#: what only the test harness or the linter reads, never a learner: none in a code cell
+MARKERS = re.compile(r"#\s*(noqa\b|NBVAL_|type:\s*ignore)")
 
 
 def source(cell: dict) -> str:
@@ -100,6 +103,10 @@ def check_notebook(path: Path, text: str, conf: dict, known_profiles: dict) -> l
         problems.append(f"exactly one cell must be tagged 'parameters' (found {len(tagged)})")
     else:
         problems += _check_parameters(cells, tagged[0], name, known_profiles)
+    marked = [c.get("id") for c in codes if MARKERS.search(source(c))]
+    if marked:
+        problems.append(f"harness markers (noqa, NBVAL, type: ignore) in learner cells {marked}: "
+                        "use a cell tag (nbval-check-output) or pyproject.toml's ruff settings")
     for i, cell in enumerate(cells):
         lines = len(source(cell).splitlines())
         if cell["cell_type"] == "code" and lines > MAX_CODE_LINES:

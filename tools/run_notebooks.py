@@ -50,7 +50,7 @@ class RunResult:
     failed_pass: int | None = None  # which of them failed
     exercises: dict[str, bool] | None = None  # {exercise: its check passed}, as the run left it
     solutions: bool = False  # whether the exercise cells held their solutions
-    differ: list[str] | None = None  # cells marked NBVAL_CHECK_OUTPUT whose 2 runs disagree
+    differ: list[str] | None = None  # cells tagged nbval-check-output whose runs disagree
     # the parameter values tried after the passes, in the same kernel (see :func:`execute`):
     # {"name", "value" (its repr), "error" ("ename: evalue", "" if accepted), "traceback"}
     validations: list[dict] | None = None
@@ -285,7 +285,7 @@ def execute(
 
 
 def outputs_that_differ(first, second) -> list[str]:
-    """The cells marked ``# NBVAL_CHECK_OUTPUT`` (or tagged ``nbval-check-output``) whose
+    """The cells tagged ``nbval-check-output`` (or marked ``# NBVAL_CHECK_OUTPUT``) whose
     outputs differ between two runs of one notebook, each as ``"cell <id>: <nbval's report>"``.
 
     This is nbval's ``--nbval-lax`` comparison, its own code (``IPyNbCell.compare_outputs``,

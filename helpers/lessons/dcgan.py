@@ -6,7 +6,7 @@ notebook, then run ``make lessons``. ``make test`` fails if this file and the no
 
 # ruff: noqa: E402
 
-import tensorflow as tf  # noqa: F811  (the same module as in Setup)
+import tensorflow as tf
 
 from helpers.dcgan import to_gan_range  # uint8 images to float32 in [-1, 1]
 
@@ -45,8 +45,8 @@ from helpers.lessons.dcgan_networks import (
 )
 
 
-import keras  # noqa: F811  (the same module as above)
-import tensorflow as tf  # noqa: F811  (the same module as above)
+import keras
+import tensorflow as tf
 
 from helpers import dcgan  # plumbing: the history and the scores
 

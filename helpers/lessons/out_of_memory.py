@@ -6,7 +6,7 @@ notebook, then run ``make lessons``. ``make test`` fails if this file and the no
 
 # ruff: noqa: E402
 
-import tensorflow as tf  # noqa: F811  (the same module as in Setup)
+import tensorflow as tf
 
 
 def set_gpu_memory(gpus, limit_mb=0):
@@ -19,7 +19,7 @@ def set_gpu_memory(gpus, limit_mb=0):
             tf.config.experimental.set_memory_growth(gpu, True)
 
 
-import numpy as np  # noqa: F811  (the same module as in Setup)
+import numpy as np
 
 
 def estimate_mb(model, batch_size, optimizer_slots=2):

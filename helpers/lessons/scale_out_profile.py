@@ -6,7 +6,7 @@ notebook, then run ``make lessons``. ``make test`` fails if this file and the no
 
 # ruff: noqa: E402
 
-import tensorflow as tf  # noqa: F811  (the same module as above)
+import tensorflow as tf
 
 
 def strategy_for(devices, count):
@@ -44,9 +44,9 @@ def tf_config(addresses, index):
 
 import time
 
-import tensorflow as tf  # noqa: F811  (the same module as above)
+import tensorflow as tf
 
-from helpers import scale_out_profile  # noqa: F811
+from helpers import scale_out_profile
 
 
 def capture(step, steps, logdir, warmup=3):
