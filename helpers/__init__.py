@@ -11,5 +11,5 @@ _logs.quiet_native_logs()
 
 __version__ = "0.1.0"
 #: The distribution this package comes in (pyproject.toml). Each notebook's install cell looks
-#: for this name in this file, to tell the course's ``helpers`` from another module of the name.
+#: for its start in this file, to tell the course's ``helpers`` from another module of the name.
 DISTRIBUTION = "fast-tf-course-helpers"

@@ -1,6 +1,7 @@
 """The maintainer tools: notebook cleaning, the conventions check, the runner's readers."""
 
 import json
+import re
 
 import nbformat
 import pytest
@@ -140,10 +141,19 @@ def test_clean_writes_the_install_cell_as_tools_course_has_it():
     cleaned = nbclean.clean(nb, NAME, repository="new/home", ref="v2")
     install = next(c for c in cleaned["cells"] if c["cell_type"] == "code")
     assert "".join(install["source"]) == course.install_cell("new/home", "v2")
-    assert 'URL = "git+https://github.com/new/home.git@v2"' in course.install_cell("new/home", "v2")
+    assert install["metadata"] == course.INSTALL_METADATA  # a form; no input on the site
+    assert ' -m pip install git+https://github.com/new/home.git@v2")' in install_cell_of("new/home")
     longest = course.install_cell("an-organisation-with-a-long-name/fast-tf-course-fork",
                                   "0123456789abcdef0123456789abcdef01234567")
     assert max(map(len, longest.splitlines())) <= 100, "ruff's line length, after `make set-repo`"
+    pieces = re.findall(r'^ +"([^"]*)"', longest, re.MULTILINE)  # the split command, rejoined
+    assert "".join(pieces) == " -m pip install " + course.install_url(
+        "an-organisation-with-a-long-name/fast-tf-course-fork",
+        "0123456789abcdef0123456789abcdef01234567")
+
+
+def install_cell_of(repository: str) -> str:
+    return course.install_cell(repository, "v2")
 
 
 def test_clean_folds_the_validation_cell_away_and_only_that_cell():
@@ -154,7 +164,9 @@ def test_clean_folds_the_validation_cell_away_and_only_that_cell():
     assert validation["source"][0] == nbclean.VALIDATION_TITLE + "\n"
     assert "".join(validation["source"][1:]).startswith("p = validate(")
     assert validation["metadata"] == {"cellView": "form", "jupyter": {"source_hidden": True}}
-    assert all("cellView" not in c["metadata"] for i, c in enumerate(nb["cells"]) if i != 5)
+    install = [i for i, c in enumerate(nb["cells"]) if c["metadata"] == course.INSTALL_METADATA]
+    assert all("cellView" not in c["metadata"] for i, c in enumerate(nb["cells"])
+               if i != 5 and i not in install) and len(install) == 1
     assert nbclean.dumps(nbclean.clean(nb, NAME, **CONF)) == nbclean.dumps(nb)
     hidden = nbformat.v4.new_code_cell("x = 1")
     hidden.metadata["jupyter"] = {"source_hidden": True, "outputs_hidden": False}
@@ -219,18 +231,6 @@ def test_the_committed_release_is_a_tag_or_commit_and_every_notebook_installs_it
     for path in course.notebook_paths():
         text = path.read_text()
         assert f".git@{conf['ref']}" in text and "@main" not in text, path.name
-
-
-def test_the_install_cell_keeps_the_runtimes_packages():
-    """helpers is installed with --no-deps, and only the dependencies the runtime lacks are
-    installed: Colab's numpy, matplotlib... stay the versions its TensorFlow was built with."""
-    cell = course.install_cell("me/course", "v1.0")
-    namespace = {}
-    exec(cell.split("def course_helpers")[0], namespace)  # the URL and NEEDS lines
-    assert namespace["URL"] == "git+https://github.com/me/course.git@v1.0"
-    assert list(namespace["NEEDS"]) == course.dependencies()  # pyproject.toml's, in its order
-    assert namespace["NEEDS"]["pillow"] == "PIL"
-    assert '["--no-deps", URL]' in cell
 
 
 def test_profiles_full_injects_nothing_and_unknown_profile_fails():
@@ -356,3 +356,16 @@ def test_new_cells_get_ids_no_other_cell_has_and_repeats_are_refused():
     assert len(ids) == len(set(ids)) and ids[5].startswith("cell-05-")
     cleaned["cells"][5]["id"] = "cell-05"
     assert any("cell ids must be unique" in p for p in problems(cleaned))
+
+
+def test_only_the_install_cell_may_join_statements(tmp_path):
+    """pyproject.toml lets notebooks join statements and imports on a line for the six-line
+    install form; tools.nbcheck runs ruff for those rules on every other cell."""
+    clean_path, joined_path = tmp_path / "clean.ipynb", tmp_path / "joined.ipynb"
+    clean_path.write_text(nbformat.writes(nbformat.from_dict(make_notebook())))
+    joined = make_notebook(extra=nbformat.v4.new_code_cell("import sys, os; x = 1\nif x: y = 2"))
+    joined_path.write_text(nbformat.writes(nbformat.from_dict(joined)))
+    found = nbcheck.joined_statements([clean_path, joined_path])
+    assert found[clean_path] == [], found
+    assert {problem.split()[3] for problem in found[joined_path]} == {
+        "E401", "E701", "E702", "I001"}, found

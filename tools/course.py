@@ -60,13 +60,9 @@ def settings(pyproject: Path = ROOT / "pyproject.toml") -> dict:
 
 
 def dependencies(pyproject: Path = ROOT / "pyproject.toml") -> list[str]:
-    """``helpers``' dependencies, as pyproject.toml lists them (names, no versions)."""
+    """``helpers``' dependencies, as pyproject.toml lists them."""
     with open(pyproject, "rb") as f:
         return list(tomllib.load(f)["project"]["dependencies"])
-
-
-#: The module a dependency is imported as, where that is not its name.
-IMPORT_NAMES = {"pillow": "PIL"}
 
 
 def colab_url(notebook: str, repository: str, ref: str) -> str:
@@ -81,60 +77,39 @@ def install_url(repository: str, ref: str) -> str:
     return f"git+https://github.com/{repository}.git@{ref}"
 
 
-#: The first code cell of every notebook: tools.nbclean writes it (with the URL from
-#: ``[tool.course]``, so `make set-repo` changes it), tools.nbcheck checks it, and
-#: tests/test_setup.py runs it. It needs nothing but Python and pip: it installs the course's
-#: ``helpers`` where ``import helpers`` would not give them (missing, or another module of that
-#: name: ours names ``fast-tf-course-helpers`` in helpers/__init__.py), and where that fails it
-#: says why in one line (IPython shows a ``UsageError`` as its one line, and the cell fails).
+#: The first code cell of every notebook (in a TPU notebook, the second), a Colab form:
+#: tools.nbclean writes it (with the URL from ``[tool.course]``, so `make set-repo` changes
+#: it), tools.nbcheck checks it, and tests/test_setup.py runs it. Where ``import helpers``
+#: finds nothing (Colab, Kaggle), pip installs the course's release; its dependencies are
+#: unversioned, so pip installs only those the runtime lacks and changes none it has. It stops
+#: in one line (IPython shows a ``UsageError`` as its one line): with pip's own reason (git's
+#: "fatal: ..." without a network, "error: pathspec ..." for a bad tag, pip's first "ERROR: ..."
+#: without git or in a resolver conflict), or where ``import helpers`` finds another module
+#: (ours names the distribution, ``fast-tf-course-helpers``, in helpers/__init__.py).
 INSTALL_CELL = """\
-import importlib.util
-import subprocess
-import sys
-
-URL = "{url}"  # a release, not a branch
-NEEDS = {needs}
-def course_helpers():  # does `import helpers` give this course's package, not another module?
-    importlib.invalidate_caches()
-    spec = importlib.util.find_spec("helpers")
-    return spec and spec.origin and "fast-tf-course-helpers" in open(spec.origin).read()
-if not course_helpers():  # Colab, Kaggle: install it, keeping every package the runtime has
-    missing = [name for name, module in NEEDS.items() if not importlib.util.find_spec(module)]
-    for args in ([*missing], ["--no-deps", URL]):  # helpers' missing dependencies, then helpers
-        if args:
-            pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", *args],
-                                 capture_output=True)
-    if not course_helpers():  # say why in one line, and stop "Run all" here
-        from IPython.core.error import UsageError
-        raise UsageError(f"{importlib.util.find_spec('helpers').origin} hides the course's helpers"
-                         if pip.returncode == 0 else f"pip could not install {URL}: no network"
-                         " (Kaggle: turn Internet on), or not published there (`make set-repo`)")
+#@title Set up: install the course's helpers { display-mode: "form" }
+import importlib.util as iu, re, subprocess as sp, sys; from IPython.core.error import UsageError
+out = open(s.origin).read() if (s := iu.find_spec("helpers")) else sp.getoutput(sys.executable +
+    " -m pip install {url}")
+if s and "fast-tf-course" not in out: raise UsageError(f"{s.origin} hides the course's helpers")
+if err := re.findall(r"(?m)^ *(fatal.*|ERROR(?!: pip).*|error: p.*)", out): raise UsageError(err[0])
 """
+#: The install cell's metadata: a form on Colab, hidden source in Jupyter, and no input on the
+#: course site (myst-nb's tag).
+INSTALL_METADATA = {"cellView": "form", "jupyter": {"source_hidden": True},
+                    "tags": ["remove-input"]}
 
 
 def install_cell(repository: str, ref: str) -> str:
     """The install cell (:data:`INSTALL_CELL`) for the course published at ``repository``."""
-    url = install_url(repository, ref)
-    line = f'URL = "{url}"  # a release, not a branch'
-    if len(line) > 100:  # a long name and a commit's hash: split before the @
-        head, tail = url.rsplit("@", 1)
-        line = f'URL = ("{head}"\n       "@{tail}")  # a release, not a branch'
-    return INSTALL_CELL.replace('URL = "{url}"  # a release, not a branch', line).replace(
-        "{needs}", needs_literal())
-
-
-def needs_literal(width: int = 100) -> str:
-    """The install cell's ``NEEDS`` dict (each dependency's pip name and module), wrapped."""
-    items = [f"{name!r}: {IMPORT_NAMES.get(name, name)!r}".replace("'", '"')
-             for name in dependencies()]
-    lines, line = [], "{"
-    for item in items:
-        if len(line) + len(item) + 2 > width - len("NEEDS = ") - 1:
-            lines.append(line.rstrip())
-            line = " " * len("NEEDS = {")
-        line += item + ", "
-    lines.append(line.rstrip(", ") + "}  # helpers' dependencies: pip name, module")
-    return "\n".join(lines)
+    lines, line = [], '    "'
+    for piece in (" -m pip install git+https://github.com/", f"{repository}.git", f"@{ref}"):
+        if len(line) + len(piece) + len('")') > 100:  # a long name, a commit: split the string
+            lines.append(line + '"')
+            line = '    "'
+        line += piece
+    command = "\n".join([*lines, line + '")'])
+    return INSTALL_CELL.replace('    " -m pip install {url}")', command)
 
 
 def notebook_paths(folder: Path = NOTEBOOKS) -> list[Path]:

@@ -13,7 +13,9 @@ harness marker (``noqa``, ``NBVAL_...``, ``type: ignore``) in a code cell;
 an introduction saying what the reader will learn ("You will:" and a list) and its
 prerequisites (``**Prerequisites:**``, earlier notebooks only); ``## Exercises`` and
 ``## Further reading``; the last code cell printing how long the run took; a ``python3``
-kernelspec with ``language_info``; stored clean. Every
+kernelspec with ``language_info``; stored clean; one statement per line and sorted imports in
+every code cell but the install cell (a six-line form that pyproject.toml's ruff settings let
+join statements: ruff runs here on the notebooks without it). Every
 parameter also needs at least one invalid value in ``notebooks/profiles.toml``,
 so the test suite proves it is rejected.
 """
@@ -23,10 +25,13 @@ from __future__ import annotations
 import ast
 import json
 import re
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from tools.course import (
+    ROOT,
     TPU_NOTEBOOKS,
     colab_url,
     install_cell,
@@ -35,7 +40,7 @@ from tools.course import (
     profiles,
     settings,
 )
-from tools.nbclean import VALIDATION_METADATA, VALIDATION_TITLE, clean, dumps
+from tools.nbclean import INSTALL_TITLE, VALIDATION_METADATA, VALIDATION_TITLE, clean, dumps
 
 NAME_RE = re.compile(r"^\d\d_[a-z0-9]+(_[a-z0-9]+)*\.ipynb$")
 MAX_CODE_LINES = 25
@@ -203,12 +208,42 @@ def _check_parameters(cells, index, name, known_profiles) -> list[str]:
     return problems
 
 
+#: What pyproject.toml's ruff settings allow notebooks for the install cell alone.
+INSTALL_CELL_ONLY = "E401,E701,E702,I001"
+
+
+def joined_statements(paths: list[Path]) -> dict[Path, list[str]]:
+    """Per notebook, ruff's :data:`INSTALL_CELL_ONLY` findings in its code cells other than the
+    install cell, as problems (one ruff run over copies without that cell)."""
+    found: dict[Path, list[str]] = {path: [] for path in paths}
+    with tempfile.TemporaryDirectory() as folder:
+        copies = {}
+        for index, path in enumerate(paths):
+            nb = json.loads(notebook_text(path))
+            nb["cells"] = [c for c in nb["cells"] if not source(c).startswith(INSTALL_TITLE)]
+            copy = Path(folder) / f"{index:03d}_{path.name}"
+            copy.write_text(json.dumps(nb))
+            copies[str(copy)] = path
+        ran = subprocess.run(
+            [sys.executable, "-m", "ruff", "check", "--no-cache", "--output-format", "concise",
+             "--config", str(ROOT / "pyproject.toml"), "--config", "lint.per-file-ignores = {}",
+             "--select", INSTALL_CELL_ONLY, folder], capture_output=True, text=True)
+    for line in ran.stdout.splitlines():
+        name, _, finding = line.partition(":")
+        if name in copies:
+            found[copies[name]].append(f"ruff: {finding.strip()}")
+    if ran.returncode not in (0, 1) or (ran.returncode and not any(found.values())):
+        raise SystemExit(f"ruff could not check the notebooks: {ran.stderr or ran.stdout}")
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
     paths = [Path(p) for p in (argv if argv is not None else sys.argv[1:])] or notebook_paths()
     conf, known = settings(), profiles()
     failed = 0
+    joined = joined_statements(paths)
     for path in paths:
-        problems = check_notebook(path, notebook_text(path), conf, known)
+        problems = check_notebook(path, notebook_text(path), conf, known) + joined[path]
         failed += bool(problems)
         for problem in problems:
             print(f"{path}: {problem}")

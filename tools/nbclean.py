@@ -1,10 +1,11 @@
 """Store notebooks clean: no outputs, normalised metadata, badge and install URLs from settings.
 
 The first code cell, where it installs the course's helpers, is rewritten as
-``tools.course.install_cell`` builds it. The validation cell (the code cell right after the
-one tagged ``parameters``) stays out of the learner's way: its first line is
-:data:`VALIDATION_TITLE` and its metadata :data:`VALIDATION_METADATA`, a collapsed form on
-Colab and hidden source in Jupyter; both are written here.
+``tools.course.install_cell`` builds it, with its metadata ``tools.course.INSTALL_METADATA``.
+The validation cell (the code cell right after the one tagged ``parameters``) stays out of the
+learner's way: its first line is :data:`VALIDATION_TITLE` and its metadata
+:data:`VALIDATION_METADATA`, a collapsed form on Colab and hidden source in Jupyter; both are
+written here.
 
     python -m tools.nbclean [--check] [NOTEBOOK ...]
 
@@ -22,6 +23,8 @@ import sys
 from pathlib import Path
 
 from tools.course import (
+    INSTALL_CELL,
+    INSTALL_METADATA,
     colab_url,
     install_cell,
     install_url,
@@ -42,6 +45,7 @@ VALIDATION_METADATA = {"cellView": "form", "jupyter": {"source_hidden": True}}
 COLAB_URL_RE = re.compile(
     r"https://colab\.research\.google\.com/github/[^/\s]+/[^/\s]+/blob/[^/\s]+/notebooks/[^)\s\"']+"
 )
+INSTALL_TITLE = INSTALL_CELL.splitlines()[0]
 INSTALL_URL_RE = re.compile(r"git\+https://github\.com/[^/\s]+/[^/@\s\"']+?\.git(@[^\s\"']+)?")
 
 
@@ -64,7 +68,9 @@ def clean(nb: dict, name: str, repository: str, ref: str) -> dict:
         source = "".join(cell.get("source", ""))
         source = COLAB_URL_RE.sub(badge, source)
         source = INSTALL_URL_RE.sub(install, source)
-        if cell in codes[:2] and INSTALL_URL_RE.search(source):  # 2nd after an engine cell
+        installs = cell in codes[:2] and (  # the 2nd code cell after one choosing the engine
+            INSTALL_URL_RE.search(source) or source.startswith(INSTALL_TITLE))
+        if installs:
             source = install_cell(repository, ref)  # as tools.course writes it
         if cell is validation:
             source = with_title(source)
@@ -72,6 +78,8 @@ def clean(nb: dict, name: str, repository: str, ref: str) -> dict:
         cell["metadata"] = kept_metadata(cell.get("metadata", {}))
         if cell is validation:
             cell["metadata"].update(copy.deepcopy(VALIDATION_METADATA))
+        if installs:
+            cell["metadata"] = copy.deepcopy(INSTALL_METADATA)
         if not cell.get("id"):  # a new cell: an id no other cell of this notebook has
             taken = {c.get("id") for c in nb.get("cells", [])}
             cell["id"] = next(f"cell-{index:02d}" + (f"-{n}" if n else "")
