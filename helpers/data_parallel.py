@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from helpers.devices import accelerator_rule, precision
 from helpers.devices import mirrored as shared_mirrored
-from helpers.devices import precision
 from helpers.errors import invalid
 from helpers.models import replica_classifier
-from helpers.params import integer
+from helpers.params import all_of, enough_images, folder, integer, one_of, validate
 from helpers.timing import epoch_timer, steady_state
 
 
@@ -209,3 +209,31 @@ def tpu_batch_advice(kind: str, global_batch: int, replicas: int) -> str:
         f"{per_replica} images per replica; {where}, prefer a multiple of 128 per core "
         f"(a global batch of {128 * replicas} or more)."
     )
+
+
+def check_parameters(*, tpu, accelerator, logical_devices, global_batch_size, epochs,
+                     steps_per_execution, steps_per_call, max_images, use_bfloat16, work_dir):
+    """Notebook 05's parameters, checked before any work: one line names a wrong one. ``tpu``:
+    what :func:`helpers.devices.detect_tpu` found."""
+    import tensorflow as tf
+
+    replicas = expected_replicas(accelerator, logical_devices,
+                                 len(tf.config.list_physical_devices("GPU")), tpu.usable)
+    return validate(
+        accelerator=(accelerator, accelerator_rule(tpu)),
+        logical_devices=(logical_devices, integer(1, 64)),
+        global_batch_size=(global_batch_size, batch_rule(replicas)),
+        epochs=(epochs, integer(2, 1000)),
+        steps_per_execution=(steps_per_execution, integer(1, 10_000)),
+        steps_per_call=(steps_per_call, integer(1, 10_000)),
+        max_images=(max_images, all_of(integer(64, 10_000_000),
+                                       enough_images(global_batch_size, batches=1))),
+        use_bfloat16=(use_bfloat16, one_of("auto", True, False)),
+        work_dir=(work_dir, folder()),
+    )
+
+
+def check_batch(global_batch_size, replicas: int):
+    """Notebook 05's ``global_batch_size`` checked again, against the replicas its strategy
+    has: one line if they do not divide it."""
+    return validate(echo=False, global_batch_size=(global_batch_size, batch_rule(replicas)))

@@ -58,9 +58,11 @@ from types import SimpleNamespace
 import numpy as np
 from PIL import Image
 
+from helpers import data, workdirs
 from helpers.devices import detect_platform, mixed_policy_for
 from helpers.errors import invalid
 from helpers.models import scoring_classifier
+from helpers.params import all_of, boolean, check, folder, integer, number, one_of, validate
 
 PRECISIONS = ("auto", "float32", "mixed_float16", "mixed_bfloat16")
 XLA_CHOICES = ("auto", "on", "off")
@@ -587,3 +589,26 @@ def _define() -> dict:
             return tf.where(keep, inputs * scale, tf.zeros_like(inputs))
 
     return {"FusedBatchNormalization": FusedBatchNormalization, "HalfWordDropout": HalfWordDropout}
+
+
+def check_parameters(*, dataset, architecture, epochs, budget_min, batch_size, d_steps, precision,
+                     xla, max_images, checkpoint_every, run_dir, use_drive, fresh_start):
+    """Notebook 04's parameters, checked before any work: one line names a wrong one."""
+    in_drive = use_drive is True or (use_drive == "auto" and drive_wanted("auto"))
+    return validate(
+        dataset=(dataset, one_of(*data.DATASETS)),
+        architecture=(architecture, architecture_rule(data.shape_of(dataset))),
+        epochs=(epochs, integer(1, 10_000)),
+        budget_min=(budget_min, number(0, 24 * 60)),
+        batch_size=(batch_size, integer(2, 65536)),
+        d_steps=(d_steps, integer(1, 10)),
+        precision=(precision, one_of(*PRECISIONS)),
+        xla=(xla, one_of(*XLA_CHOICES)),
+        max_images=(max_images, integer(64, 10_000_000)),
+        checkpoint_every=(checkpoint_every, integer(1, 1_000_000)),
+        run_dir=(run_dir, folder(inside=workdirs.COLAB_DRIVE if in_drive else None)),
+        use_drive=(use_drive, all_of(one_of(*USE_DRIVE), check(
+            lambda v: v is not True or detect_platform() == "colab",
+            "Google Drive can only be used on Colab"))),
+        fresh_start=(fresh_start, boolean()),
+    )

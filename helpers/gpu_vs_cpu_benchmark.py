@@ -24,6 +24,7 @@ import numpy as np
 
 from helpers.devices import device_name
 from helpers.logs import native_noise_filtered
+from helpers.params import all_of, boolean, fits_in_memory, integer, list_of, one_of, validate
 from helpers.timing import device_sync, measure, no_sync
 
 DTYPES = ("float32", "float16", "bfloat16")
@@ -335,3 +336,19 @@ def matmul_panel(kinds: dict[str, str], run: Callable, show: Callable):
     button.on_click(on_click)
     box.button, box.sizes, box.dtypes, box.devices = button, sizes, dtypes, devices
     return box
+
+
+def check_parameters(*, sizes, dtypes, repeats, loop_steps, train_images, epochs, batch_size,
+                     batch_sizes, interactive):
+    """Notebook 02's parameters, checked before any work: one line names a wrong one."""
+    return validate(
+        sizes=(sizes, list_of(integer(16, 16384), "expected a list of integers from 16 to 16384")),
+        dtypes=(dtypes, list_of(one_of(*DTYPES), f"expected a list from {DTYPES}")),
+        repeats=(repeats, integer(2, 1000)),
+        loop_steps=(loop_steps, integer(2, 100_000)),
+        train_images=(train_images, all_of(integer(64, 1_000_000), fits_in_memory(8 * 28 * 28))),
+        epochs=(epochs, integer(2, 100)),
+        batch_size=(batch_size, integer(1, 65536)),
+        batch_sizes=(batch_sizes, list_of(integer(1, 65536), "expected a list of integers >= 1")),
+        interactive=(interactive, boolean()),
+    )

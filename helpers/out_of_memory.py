@@ -34,6 +34,7 @@ from helpers.errors import (
     MemoryBudgetExceeded,
 )
 from helpers.logs import import_tensorflow
+from helpers.params import integer, list_of, one_of, validate
 
 #: The hint the "too late" message adds for GPU memory.
 GROWTH_HINT = " For memory growth, you can also start Python with TF_FORCE_GPU_ALLOW_GROWTH=true."
@@ -400,3 +401,16 @@ def budget_trial(model: str, x, y, budget_mb: float, steps: int = 2, policy: str
     return try_batch
 
 
+def check_parameters(*, model_name, batch_sizes, memory_limit_mb, budget_mb, max_batch,
+                     micro_batch):
+    """Notebook 06's parameters, checked before any work: one line names a wrong one."""
+    smi = devices.nvidia_smi()  # a limit above the smallest GPU's memory means nothing
+    gpu_mb = min((g["memory_total_mib"] or 1_000_000 for g in smi), default=1_000_000)
+    return validate(
+        model_name=(model_name, one_of(*models.MODELS)),
+        batch_sizes=(batch_sizes, list_of(integer(1, 65536), "expected a list of integers >= 1")),
+        memory_limit_mb=(memory_limit_mb, integer(0, gpu_mb)),
+        budget_mb=(budget_mb, integer(1, 10_000_000)),
+        max_batch=(max_batch, integer(8, 1_000_000)),
+        micro_batch=(micro_batch, integer(1, 65536)),
+    )

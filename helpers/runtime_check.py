@@ -17,6 +17,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from helpers import data, devices
+from helpers.params import integer, one_of, validate
+
 
 @dataclass
 class Migration:
@@ -142,3 +145,13 @@ MIGRATIONS = [
 def migration_rows() -> list[list[str]]:
     """Rows of (seen in posts, use today, what this runtime says)."""
     return [[m.old, m.new, m.probe()] for m in MIGRATIONS]
+
+
+def check_parameters(*, accelerator, matmul_size, dataset, sample_images):
+    """Notebook 01's parameters, checked before any work: one line names a wrong one."""
+    return validate(
+        accelerator=(accelerator, devices.accelerator_rule()),
+        matmul_size=(matmul_size, integer(16, 16384)),
+        dataset=(dataset, one_of(*data.DATASETS)),
+        sample_images=(sample_images, integer(1, 64)),
+    )

@@ -33,6 +33,8 @@ from pathlib import Path
 import numpy as np
 
 from helpers import devices, processes
+from helpers import params as rules
+from helpers.data_parallel import batch_rule
 from helpers.devices import split_cpu
 from helpers.errors import ChildTimeout, LateConfigurationError, WorkersRefused, too_late
 from helpers.models import replica_classifier
@@ -707,3 +709,28 @@ def classifier_step(x, y, batch: int, decode_ms: float = 0.0, tuned: bool = Fals
         return loss
 
     return step
+
+
+def check_parameters(*, replicas, per_replica_batch, scaling_epochs, max_images, workers,
+                     global_batch_size, worker_steps, checkpoint_every, kill_at_step,
+                     profile_steps, decode_ms, work_dir, open_ports):
+    """Notebook 07's parameters, checked before any work: one line names a wrong one."""
+    return rules.validate(
+        replicas=(replicas, rules.integer(1, 64)),
+        per_replica_batch=(per_replica_batch, rules.integer(1, 4096)),
+        scaling_epochs=(scaling_epochs, rules.integer(2, 100)),
+        max_images=(max_images, rules.all_of(rules.integer(256, 10_000_000),
+                                             rules.fits_in_memory(8 * 28 * 28))),
+        workers=(workers, rules.integer(1, 8)),
+        global_batch_size=(global_batch_size, batch_rule(workers)),
+        worker_steps=(worker_steps, rules.integer(2, 1_000_000)),
+        checkpoint_every=(checkpoint_every, rules.integer(1, 1_000_000)),
+        kill_at_step=(kill_at_step, rules.check(
+            lambda v: v == 0 or (isinstance(v, int) and checkpoint_every < v < worker_steps),
+            f"expected 0 or a step after checkpoint_every={checkpoint_every} and before "
+            f"worker_steps={worker_steps}")),
+        profile_steps=(profile_steps, rules.integer(1, 1000)),
+        decode_ms=(decode_ms, rules.number(0, 1000)),
+        work_dir=(work_dir, rules.folder()),
+        open_ports=(open_ports, rules.boolean()),
+    )

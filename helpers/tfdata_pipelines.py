@@ -28,6 +28,7 @@ from memory and fed by a pipeline; :func:`judge` here turns those times into the
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from dataclasses import dataclass
@@ -35,6 +36,8 @@ from pathlib import Path
 
 from PIL import Image
 
+from helpers import data
+from helpers.params import all_of, fits_in_memory, folder, integer, number, one_of, validate
 from helpers.timing import measure, no_sync, steady_state
 
 
@@ -306,3 +309,20 @@ def judge(seconds: dict[str, list[float]]) -> dict:
         "advice": ADVICE if bound else [],
         "epoch_seconds": {name: list(values) for name, values in seconds.items()},
     }
+
+
+def check_parameters(*, dataset, num_images, batch_size, shards, compression, latency_scale,
+                     epochs, diagnose_steps, work_dir):
+    """Notebook 03's parameters, checked before any work: one line names a wrong one."""
+    pixels = math.prod(data.shape_of(dataset))
+    return validate(
+        dataset=(dataset, one_of(*data.DATASETS)),
+        num_images=(num_images, all_of(integer(64, 1_000_000), fits_in_memory(8 * pixels))),
+        batch_size=(batch_size, integer(1, 65536)),
+        shards=(shards, integer(1, 1024)),
+        compression=(compression, one_of("GZIP", "ZLIB", "none")),
+        latency_scale=(latency_scale, number(0.01, 10)),
+        epochs=(epochs, integer(2, 100)),
+        diagnose_steps=(diagnose_steps, integer(1, 100_000)),
+        work_dir=(work_dir, folder()),
+    )

@@ -14,6 +14,7 @@ import sys
 
 from helpers.data_parallel import batch_rule, largest_difference
 from helpers.errors import EngineError, engine_too_late, show_as_one_line
+from helpers.params import all_of, boolean, enough_images, integer, validate
 
 __all__ = ["batch_rule", "comparison_rows", "describe", "require_jax_backend"]
 
@@ -48,3 +49,19 @@ def comparison_rows(models: dict, reference: str) -> list[list[str]]:
         for model, results in models.items()
         for name, d in largest_difference(results, reference).items()
     ]
+
+
+def check_parameters(*, global_batch_size, epochs, steps_per_execution, gan_steps, max_images,
+                     use_bfloat16):
+    """Notebook 08's parameters, checked before any work: one line names a wrong one."""
+    import jax
+
+    return validate(
+        global_batch_size=(global_batch_size, batch_rule(len(jax.devices()))),
+        epochs=(epochs, integer(2, 1000)),
+        steps_per_execution=(steps_per_execution, integer(1, 10_000)),
+        gan_steps=(gan_steps, integer(2, 100_000)),
+        max_images=(max_images, all_of(integer(64, 10_000_000),
+                                       enough_images(global_batch_size))),
+        use_bfloat16=(use_bfloat16, boolean()),
+    )

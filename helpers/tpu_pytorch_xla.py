@@ -17,6 +17,7 @@ import numpy as np
 
 from helpers.data_parallel import batch_rule, largest_difference
 from helpers.errors import RunUnreadable
+from helpers.params import all_of, boolean, enough_images, folder, integer, validate
 from helpers.workdirs import same_settings
 
 __all__ = [
@@ -117,3 +118,21 @@ def old_and_new() -> list[list[str]]:
          "num_workers where the host has work per batch", "the loader above"],
         ["xm.master_print(...)", "print(...): SPMD runs one process", "the prints above"],
     ]
+
+
+def check_parameters(*, global_batch_size, steps, checkpoint_every, max_images, use_bfloat16,
+                     run_dir, fresh_start):
+    """Notebook 09's parameters, checked before any work: one line names a wrong one."""
+    import torch_xla.runtime as xr
+
+    devices_here = xr.global_runtime_device_count()  # chips, or simulated CPU devices
+    return validate(
+        global_batch_size=(global_batch_size, batch_rule(devices_here)),
+        steps=(steps, integer(3, 1_000_000)),
+        checkpoint_every=(checkpoint_every, integer(1, 1_000_000)),
+        max_images=(max_images, all_of(integer(64, 10_000_000),
+                                       enough_images(global_batch_size))),
+        use_bfloat16=(use_bfloat16, boolean()),
+        run_dir=(run_dir, folder()),
+        fresh_start=(fresh_start, boolean()),
+    )

@@ -64,20 +64,14 @@ def validation_cell_id(path) -> str:
     return cells[tagged[0] + 1]["id"]
 
 
-def folder_parameters(path) -> list[str]:
-    """The parameters validated with ``helpers.params.folder``: work folders it may empty."""
-    cells = json.loads(path.read_text())["cells"]
-    tagged = [i for i, c in enumerate(cells) if "parameters" in c["metadata"].get("tags", [])]
-    return re.findall(r"(\w+)=\(\1, folder\(", "".join(cells[tagged[0] + 1]["source"]))
-
-
 def invalid_cases(path, users) -> list[tuple]:
     """The values to try after the runs: a control (the test parameters, which must pass),
     the notebook's invalid values (notebooks/profiles.toml), and ``users``, a learner's own
     folder, as each folder parameter (in 04 also with ``fresh_start=True``)."""
     resumes = any(name == "fresh_start" for name, _ in INVALID[path])  # 04: also when asked
     extras = [{}, {"fresh_start": True}] if resumes else [{}]  # to start afresh
-    folders = [(name, str(users), extra) for name in folder_parameters(path) for extra in extras]
+    folders = [(name, str(users), extra)
+               for name in course.folder_parameters(path) for extra in extras]
     return [(None, None), *INVALID[path], *folders]
 
 

@@ -26,11 +26,13 @@ def make_notebook(**changes):
         ),
         "setup": nbformat.v4.new_markdown_cell("## Setup"),
         "install": nbformat.v4.new_code_cell(course.install_cell(**CONF)),
+        "imports": nbformat.v4.new_code_cell(
+            "from helpers import example\nfrom helpers.display import Table"),
         "params": nbformat.v4.new_code_cell(
             "epochs: int = 3  # epochs in all\nbatch_size: int = 8  # images per step"
         ),
         "validate": nbformat.v4.new_code_cell(
-            "p = validate(epochs=(epochs, integer(1)), batch_size=(batch_size, integer(1)))"
+            "params = example.check_parameters(epochs=epochs, batch_size=batch_size)"
         ),
         "exercises": nbformat.v4.new_markdown_cell("## Exercises"),
         "elapsed": nbformat.v4.new_code_cell('print(f"This run took {elapsed:.0f} s")'),
@@ -72,11 +74,17 @@ def test_a_conforming_notebook_passes():
         ({"badge": nbformat.v4.new_markdown_cell("no badge")}, "Open in Colab"),
         ({"setup": None}, "'## Setup'"),
         ({"summary": nbformat.v4.new_markdown_cell("## Summary")}, "'## Next steps'"),
-        ({"validate": nbformat.v4.new_code_cell("print(epochs)")}, "must call validate"),
-        (
-            {"validate": nbformat.v4.new_code_cell("validate(epochs=(epochs, integer(1)))")},
-            "not validated: batch_size",
-        ),
+        ({"validate": nbformat.v4.new_code_cell("print(epochs)")}, "must be one call"),
+        ({"validate": nbformat.v4.new_code_cell(
+            "params = validate(epochs=(epochs, integer(1)))")}, "must be one call"),
+        ({"validate": nbformat.v4.new_code_cell(
+            "params = example.check_parameters(epochs=epochs, batch_size=8)")},
+         "not validated: batch_size"),
+        ({"extra": nbformat.v4.new_code_cell("from helpers.params import integer")},
+         "imports helpers.params"),
+        ({"imports": nbformat.v4.new_code_cell(
+            "import helpers\nfrom helpers import data\nfrom helpers.display import Table")},
+         "imports helpers 3 times"),
         ({"extra": nbformat.v4.new_code_cell("\n".join(["x = 1"] * 26))}, "has 26 lines"),
         (params("epochs = 3  # no type\nbatch_size: int = 8  # images"), "cannot read epochs"),
         ({"extra": nbformat.v4.new_code_cell("import os  # noqa: F401")}, "harness markers"),
@@ -160,13 +168,13 @@ def test_clean_folds_the_validation_cell_away_and_only_that_cell():
     """A collapsed form on Colab (``#@title`` line, ``cellView``), hidden source in Jupyter;
     cleaning twice changes nothing, and other cells keep only what they had."""
     nb = make_notebook()
-    validation = nb["cells"][5]
+    validation = nb["cells"][6]
     assert validation["source"][0] == nbclean.VALIDATION_TITLE + "\n"
-    assert "".join(validation["source"][1:]).startswith("p = validate(")
+    assert "".join(validation["source"][1:]).startswith("params = example.check_parameters(")
     assert validation["metadata"] == {"cellView": "form", "jupyter": {"source_hidden": True}}
     install = [i for i, c in enumerate(nb["cells"]) if c["metadata"] == course.INSTALL_METADATA]
     assert all("cellView" not in c["metadata"] for i, c in enumerate(nb["cells"])
-               if i != 5 and i not in install) and len(install) == 1
+               if i != 6 and i not in install) and len(install) == 1
     assert nbclean.dumps(nbclean.clean(nb, NAME, **CONF)) == nbclean.dumps(nb)
     hidden = nbformat.v4.new_code_cell("x = 1")
     hidden.metadata["jupyter"] = {"source_hidden": True, "outputs_hidden": False}
@@ -176,16 +184,16 @@ def test_clean_folds_the_validation_cell_away_and_only_that_cell():
 
 
 def test_another_title_on_the_validation_cell_is_replaced_not_doubled():
-    cell = nbformat.v4.new_code_cell("#@title Validate\np = validate(epochs=(epochs, integer(1)),"
-                                     " batch_size=(batch_size, integer(1)))")
-    source = "".join(make_notebook(validate=cell)["cells"][5]["source"])
+    cell = nbformat.v4.new_code_cell("#@title Validate\nparams = example.check_parameters("
+                                     "epochs=epochs, batch_size=batch_size)")
+    source = "".join(make_notebook(validate=cell)["cells"][6]["source"])
     assert source.splitlines()[0] == nbclean.VALIDATION_TITLE and source.count("#@title") == 1
 
 
 @pytest.mark.parametrize("broken", ["title", "metadata"])
 def test_a_validation_cell_that_is_not_folded_away_is_reported(broken):
     nb = make_notebook()
-    validation = nb["cells"][5]
+    validation = nb["cells"][6]
     if broken == "title":
         validation["source"] = validation["source"][1:]
         expected = "first line must be #@title"

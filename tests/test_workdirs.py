@@ -126,10 +126,6 @@ def defaults(path) -> dict:
     return values
 
 
-def tags(cell) -> list:
-    return cell["metadata"].get("tags", [])
-
-
 FOLDER_DEFAULTS = {"03": "work_dir", "04": "run_dir", "05": "work_dir", "07": "work_dir"}
 
 
@@ -141,10 +137,7 @@ def test_every_default_work_folder_lives_under_the_one_ignored_root():
         if name:
             seen[path.stem] = value = defaults(path)[name]
             assert value.startswith(workdirs.ROOT + "/"), (path.stem, value)
-            cells = json.loads(path.read_text())["cells"]
-            tagged = next(i for i, c in enumerate(cells) if "parameters" in tags(c))
-            validation = "".join(cells[tagged + 1]["source"])
-            assert f"{name}=({name}, folder(" in validation, "validated with params.folder"
+            assert name in course.folder_parameters(path), "validated with params.folder"
     assert len(seen) == 4
     if shutil.which("git") is None or not (course.ROOT / ".git").exists():
         pytest.skip("not a git checkout")

@@ -232,6 +232,18 @@ def _read(path: Path) -> tuple[str, float]:
     return path.read_text(encoding="utf-8"), path.stat().st_mtime
 
 
+def folder_parameters(path: Path) -> list[str]:
+    """The parameters of ``notebooks/<path>`` that its plumbing module's ``check_parameters``
+    (called by its validation cell) checks with ``helpers.params.folder``: work folders it may
+    empty, and so refuses where it did not make them."""
+    cells = json.loads(notebook_text(path))["cells"]
+    tagged = next(i for i, c in enumerate(cells) if "parameters" in c["metadata"].get("tags", []))
+    module = re.search(r"(\w+)\.check_parameters\(", "".join(cells[tagged + 1]["source"]))[1]
+    source = (ROOT / "helpers" / f"{module}.py").read_text()
+    rules = source[source.index("def check_parameters("):]
+    return re.findall(r"(\w+)=\(\1, (?:\w+\.)?folder\(", rules)
+
+
 def notebook_text(path: Path) -> str:
     """The stored text of the notebook at ``path``, read from disk once per process while the
     file is unchanged (``python -m tools.check`` runs every notebook check on one reading)."""

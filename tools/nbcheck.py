@@ -61,6 +61,38 @@ def parameter_names(cell_source: str) -> list[str]:
     return names
 
 
+def checked_parameters(cell_source: str) -> set[str] | None:
+    """The names a validation cell passes as ``name=name`` to its one call,
+    ``params = <module>.check_parameters(...)``; None if it is not that."""
+    try:
+        body = ast.parse(cell_source).body
+    except SyntaxError:
+        return None
+    if len(body) != 1 or not isinstance(body[0], ast.Assign):
+        return None
+    call = body[0].value
+    if (not isinstance(call, ast.Call) or not isinstance(call.func, ast.Attribute)
+            or call.func.attr != "check_parameters" or [ast.unparse(t) for t in body[0].targets]
+            != ["params"]):
+        return None
+    return {k.arg for k in call.keywords if isinstance(k.value, ast.Name) and k.value.id == k.arg}
+
+
+def helpers_imports(cell_source: str) -> list[str]:
+    """The import statements of ``helpers`` (or its modules) in a cell, as written."""
+    try:
+        tree = ast.parse(cell_source)
+    except SyntaxError:
+        return []
+    found = []
+    for node in tree.body:
+        modules = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                   else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+        if any(m == "helpers" or m.startswith("helpers.") for m in modules):
+            found.append(ast.unparse(node))
+    return found
+
+
 def headings(cells: list[dict]) -> list[str]:
     return [
         line.strip()
@@ -96,6 +128,12 @@ def check_notebook(path: Path, text: str, conf: dict, known_profiles: dict) -> l
     if not codes_after or source(codes_after[0]) != install:
         problems.append("the first code cell must be the install cell of tools/course.py (in "
                         "a TPU notebook, the cell right after the one that chooses the engine)")
+    if len(codes_after) > 1 and len(imported := helpers_imports(source(codes_after[1]))) > 2:
+        problems.append(f"the imports cell (after the install cell) imports helpers "
+                        f"{len(imported)} times (at most 2: `from helpers import ...`, one more)")
+    if any("helpers.params" in line for c in codes for line in helpers_imports(source(c))):
+        problems.append("a cell imports helpers.params: the rules live in the notebook's plumbing "
+                        "module (check_parameters)")
     heads = headings(cells)
     for wanted in ("## Setup", "## Exercises", "## Further reading", "## Summary", "## Next steps"):
         if wanted not in heads:
@@ -175,10 +213,12 @@ def _check_parameters(cells, index, name, known_profiles) -> list[str]:
         problems.append(f"papermill --help-notebook cannot read {', '.join(unread)}: write "
                         "`name: type = value  # what it is`, with no '=' in the comment")
     following = cells[index + 1] if index + 1 < len(cells) else None
-    if not following or following["cell_type"] != "code" or "validate(" not in source(following):
-        problems.append("the cell right after 'parameters' must call validate(...)")
+    passed = checked_parameters(source(following)) if following else None
+    if following is None or following["cell_type"] != "code" or passed is None:
+        problems.append("the cell right after 'parameters' must be one call, `params = "
+                        "<plumbing module>.check_parameters(name=name, ...)`")
     else:
-        unchecked = [n for n in names if not re.search(rf"\b{n}\s*=\s*\(", source(following))]
+        unchecked = [n for n in names if n not in passed]
         if unchecked:
             problems.append(f"parameters not validated: {', '.join(unchecked)}")
         if source(following).partition("\n")[0] != VALIDATION_TITLE:
