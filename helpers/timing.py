@@ -6,16 +6,10 @@ done. The first call of a ``tf.function`` also traces and compiles. Timing one
 first call without a sync (what many posts do) measures neither the compute
 nor its steady state. Notebook 02 writes the technique out in its own cells, next to
 the naive way and ``timeit``; this module is the same technique as the harness the rest
-of the course uses.
-
-Training throughput, measured: each epoch's seconds of ``model.fit``, the steady state,
-images/s, and what they say about the device, batch size, mixed precision and XLA.
-
-Notebook 02 writes the training itself in its own cells (``OneDeviceStrategy``,
-``set_global_policy``, ``jit_compile``); this module keeps the harness and the display. The
-first epoch traces and compiles, so it is reported apart; the steady state is the median of
-the later epochs. Keras reads the loss back at each epoch's end, so the epoch clock includes
-the device's work.
+of the course uses, and the epoch clock of ``model.fit`` (:func:`epoch_timer`): the first
+epoch traces and compiles, so it is reported apart; the steady state is the median of the
+later epochs (Keras reads the loss back at each epoch's end, so the clock includes the
+device's work).
 """
 
 from __future__ import annotations

@@ -125,3 +125,15 @@ def test_other_data_sets_without_keras_fall_back_and_say_why(monkeypatch):
     monkeypatch.setitem(sys.modules, "keras", None)
     images = data.load("fashion_mnist", offline=False, verbose=False)
     assert images.fell_back and "does not use Keras" in images.notes[0]
+
+
+def test_images_handed_to_another_process_come_back_the_same(tmp_path):
+    """Notebook 04's training child reads the kernel's images from a file (data.save), so it
+    never loads or downloads the data set again."""
+    images = data.load("digits", limit=300, verbose=False)
+    back = data.load_saved(data.save(images, tmp_path / "images.npz"))
+    assert back.summary() == images.summary() and back.fell_back == images.fell_back
+    for name in ("x_train", "y_train", "x_test", "y_test"):
+        assert np.array_equal(getattr(back, name), getattr(images, name))
+        assert getattr(back, name).dtype == getattr(images, name).dtype
+    assert back.class_names == images.class_names and back.shape == images.shape

@@ -103,6 +103,9 @@ def test_notebook_runs_with_test_parameters(path, tmp_path):
     assert PASSES == 1 or result.differ is not None, "the second run was compared with the first"
     assert not result.differ, "the two runs disagree (nbval):\n" + "\n".join(result.differ)
     assert "This run took " in result.executed.read_text(), "it says how long it ran"
+    noise = [line for line in ("Please report this", "AutoGraph could not transform",
+                               "child: Downloading") if line in result.executed.read_text()]
+    assert not noise, f"outputs that look like a crash, or a download: {noise}"
     assert result.device != "not stated", "the notebook must say which device ran it"
     if path.stem == "04_dcgan":  # which batch norm and dropout ran (helpers.dcgan.describe)
         assert "Our step's batch norm: " in result.executed.read_text()

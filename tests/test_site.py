@@ -92,6 +92,12 @@ def test_staging_keeps_the_repository_layout_and_reports_failed_runs(tmp_path):
     index = (tmp_path / "src" / "index.md").read_text()
     assert index.startswith((course.ROOT / "README.md").read_text().splitlines()[0])
     assert index.index("notebooks/01_first") < index.index("notebooks/02_second")
+    pictures = re.findall(r"!\[[^\]]*\]\((?![a-z]+:)([^)]+)\)",
+                          (course.ROOT / "README.md").read_text())  # the repository's own
+    assert pictures, "README's first screen shows a picture"
+    for picture in pictures:  # staged beside the home page, and linked there as they are
+        assert (tmp_path / "src" / picture).read_bytes() == (course.ROOT / picture).read_bytes()
+        assert f"]({picture})" in index
     assert notices == ["02_second.ipynb stopped with an error in cell boom: "
                        "ZeroDivisionError: division by zero"]
     staged = json.loads((tmp_path / "src" / "notebooks" / "02_second.ipynb").read_text())

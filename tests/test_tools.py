@@ -5,8 +5,9 @@ import re
 
 import nbformat
 import pytest
+from click.testing import CliRunner
 
-from tools import compat, course, nbcheck, nbclean, run_notebooks, set_repo
+from tools import check, compat, course, nbcheck, nbclean, run_notebooks, set_repo
 
 # the maintainers' tools (or the package's structure): the same on every stack (see pyproject.toml)
 pytestmark = pytest.mark.tools
@@ -377,3 +378,49 @@ def test_only_the_install_cell_may_join_statements(tmp_path):
     assert found[clean_path] == [], found
     assert {problem.split()[3] for problem in found[joined_path]} == {
         "E401", "E701", "E702", "I001"}, found
+
+
+def test_a_reference_in_the_docs_that_names_nothing_fails(tmp_path, monkeypatch, capsys):
+    assert check.references() == 0, capsys.readouterr().out  # the docs as they are
+    doc = tmp_path / "doc.md"
+    doc.write_text("`helpers.dcgan.FusedBatchNormalization` (made lazily), `tools.course.ROOT`, "
+                   "`make test`, a learner's `helpers.py`; `helpers.exercises.verdicts_in`, "
+                   "`helpers.scale_out_profile.worker_script`, `make gone`")
+    monkeypatch.setattr(check, "DOCS", [str(doc)])
+    assert check.references() == 1
+    stale = {line.split(": ", 2)[2] for line in capsys.readouterr().out.splitlines()}
+    assert stale == {"helpers.exercises.verdicts_in", "helpers.scale_out_profile.worker_script",
+                     "make gone"}
+
+
+def test_readmes_parameter_table_is_checked_against_the_notebooks(monkeypatch, capsys, tmp_path):
+    assert check.parameter_table() == 0, capsys.readouterr().out
+    readme = (course.ROOT / "README.md").read_text()
+    changed = readme.replace("| 04 | `epochs` | `50` |", "| 04 | `epochs` | `5` |")
+    changed = changed.replace("| 07 | `open_ports` |", "| 07 | `open_port` |")
+    assert changed.count("|") == readme.count("|") and changed != readme
+    monkeypatch.setattr(check, "ROOT", tmp_path)
+    (tmp_path / "README.md").write_text(changed)
+    monkeypatch.setattr(check, "notebook_text", lambda path: course.notebook_text(path))
+    assert check.parameter_table() == 1
+    out = capsys.readouterr().out
+    assert "04 `epochs` the default [5], the notebook [50]" in out
+    assert "lacks 07 `open_ports`" in out and "has 07 `open_port`" in out
+
+
+@pytest.mark.parametrize("path", course.notebook_paths(), ids=lambda p: p.stem)
+def test_papermill_help_lists_every_parameter_with_its_type_and_comment(path):
+    """What `papermill --help-notebook` prints (its own CLI, in this process) holds each
+    parameter of the parameters cell: its name, its type and its comment."""
+    from papermill.cli import papermill
+
+    shown = CliRunner().invoke(papermill, ["--help-notebook", str(path)]).output
+    cells = json.loads(path.read_text())["cells"]
+    cell = "".join(next(c for c in cells if "parameters" in c["metadata"].get("tags", []))
+                   ["source"])
+    assert "Unknown type" not in shown and "Unable to parse" not in shown, shown
+    lines = {m[1]: m for m in re.finditer(r"^(\w+): ([^=]+?) = .*?  # (.*)$", cell, re.M)}
+    assert set(lines) == set(nbcheck.parameter_names(cell)), cell
+    for name, kind, comment in (m.groups() for m in lines.values()):
+        assert f"{name}: {kind.strip(chr(34))} (default " in shown, (name, shown)
+        assert " ".join(comment.split()[:3]) in " ".join(shown.split()), (comment, shown)

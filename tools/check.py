@@ -5,16 +5,117 @@
 Runs, in order, and reports each: the stored form (``tools.nbclean --check``), the conventions
 (``tools.nbcheck``), the ``#@save`` lessons (``tools.lessons --check``), the code each notebook
 must show (``tools.shown``), the exercises (``tools.exercises --check``) and the README's course
-map (``tools.course_map readme --check``) and its versions table (``tools.compat readme
---check``). The exit status is 1 if any failed.
+map (``tools.course_map readme --check``), its versions table (``tools.compat readme
+--check``) and the references in the docs (every ``helpers.x``, ``tools.x`` and ```make x```
+they name exists), and README's parameter table against the notebooks' parameters cells. The
+exit status is 1 if any failed.
 """
 
 from __future__ import annotations
 
+import ast
+import json
+import re
 import sys
 import time
+from pathlib import Path
 
 from tools import compat, course_map, exercises, lessons, nbcheck, nbclean, shown
+from tools.course import ROOT, notebook_paths, notebook_text
+
+#: What the docs are: each reference in them must name something that exists.
+DOCS = ["README.md", "docs/instructor_notes.md", "docs/maintainers.md", "notebooks/profiles.toml",
+        "requirements.txt", "requirements-compat.txt", "requirements-tpu.txt"]
+#: `helpers.x.y`, `tools.x` (in backquotes or not) and `make target`
+NAME = re.compile(r"\b((?:helpers|tools)(?:\.\w+)+)")
+TARGET = re.compile(r"`make ([a-z][\w-]*)")
+
+
+def _defines(module: Path) -> set[str]:
+    """The names a module defines at its top level, or imports there."""
+    names = set()
+    for node in ast.parse(module.read_text()).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            ids = {t.id for t in targets if isinstance(t, ast.Name)}
+            names |= ids
+            if "LAZY" in ids and isinstance(node.value, ast.Tuple):  # made by __getattr__
+                names |= {e.value for e in node.value.elts if isinstance(e, ast.Constant)}
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    return names
+
+
+def resolves(dotted: str) -> bool:
+    """Whether ``helpers.x.y`` names a module, or a name defined in one (read, not imported)."""
+    parts, path = dotted.split("."), ROOT
+    for index, part in enumerate(parts):
+        if (path / part).is_dir():
+            path = path / part
+            continue
+        if (path / f"{part}.py").is_file():
+            module = path / f"{part}.py"
+        elif index and (path / "__init__.py").is_file():
+            module, index = path / "__init__.py", index - 1
+        else:
+            return False
+        rest = parts[index + 1:]
+        return not rest or rest[0] in _defines(module)
+    return True
+
+
+def references(argv: list[str] | None = None) -> int:
+    """Every `helpers.x`, `tools.x` and `make x` that the docs name exists."""
+    targets = set(re.findall(r"^([a-z][\w-]*):", (ROOT / "Makefile").read_text(), re.M))
+    stale = []
+    for doc in DOCS:
+        text = (ROOT / doc).read_text()
+        stale += [f"{doc}: {name}" for name in sorted(set(NAME.findall(text)))
+                  if not name.endswith(".py") and not resolves(name)]
+        stale += [f"{doc}: make {t}" for t in sorted(set(TARGET.findall(text)) - targets)]
+    for line in stale:
+        print(f"names nothing: {line}")
+    return 1 if stale else 0
+
+
+#: A row of README's parameter table: | 04 | `epochs` | `50` | ... | (a default that depends
+#: on the device gives each value: `1024` on a TPU, `256` on simulated devices)
+ROW = re.compile(r"^\| (\d\d) \| `(\w+)` \| ([^|]*) \|", re.M)
+
+
+def _defaults(node: ast.expr) -> list:
+    """The values a parameter's default can take: one, or each branch of ``a if x else b``."""
+    if isinstance(node, ast.IfExp):
+        return _defaults(node.body) + _defaults(node.orelse)
+    return [ast.literal_eval(node)]
+
+
+def parameter_table(argv: list[str] | None = None) -> int:
+    """README's parameter table has a row for every parameter of every notebook, with the
+    default(s) its parameters cell gives, and no other row."""
+    documented = {(nb, name): [ast.literal_eval(v) for v in re.findall(r"`([^`]*)`", column)]
+                  for nb, name, column in ROW.findall((ROOT / "README.md").read_text())}
+    actual = {}
+    for path in notebook_paths():
+        cells = json.loads(notebook_text(path))["cells"]
+        cell = next(c for c in cells if "parameters" in c["metadata"].get("tags", []))
+        for node in ast.parse("".join(cell["source"])).body:
+            if isinstance(node, (ast.Assign, ast.AnnAssign)):
+                target = node.targets[0] if isinstance(node, ast.Assign) else node.target
+                actual[(path.stem[:2], target.id)] = _defaults(node.value)
+    problems = [f"README's parameter table lacks {nb} `{name}`" for nb, name in actual
+                if (nb, name) not in documented]
+    problems += [f"README's parameter table has {nb} `{name}`, which the notebook has not"
+                 for nb, name in documented if (nb, name) not in actual]
+    problems += [f"README gives {nb} `{name}` the default {documented[nb, name]}, the notebook "
+                 f"{values}" for (nb, name), values in actual.items()
+                 if (nb, name) in documented
+                 and sorted(map(repr, documented[nb, name])) != sorted(map(repr, values))]
+    for problem in problems:
+        print(problem)
+    return 1 if problems else 0
 
 CHECKS = [
     ("nbclean --check", nbclean.main, ["--check"]),
@@ -24,6 +125,8 @@ CHECKS = [
     ("exercises --check", exercises.main, ["--check"]),
     ("course_map readme --check", course_map.main, ["readme", "--check"]),
     ("compat readme --check", compat.main, ["readme", "--check"]),
+    ("check.references", references, []),
+    ("check.parameter_table", parameter_table, []),
 ]
 
 

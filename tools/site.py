@@ -31,6 +31,7 @@ from tools.run_notebooks import first_error
 CONF_DIR = ROOT / "docs" / "site"
 README = ROOT / "README.md"
 PAGES = [Path("docs/instructor_notes.md")]  # markdown pages after the notebooks, if present
+IMAGES = Path("docs/images")  # pictures the pages show (README's first screen): copied as they are
 # [text](target) or ![alt](target): the target up to a space, ")" or the title
 LINK = re.compile(r"(\]\()([^)\s]+)")
 
@@ -80,10 +81,11 @@ def rewrite_links(
     return LINK.sub(fix, text)
 
 
-def home_page(readme: str, notebooks: list[Path], pages: list[Path], **repo) -> str:
-    """README.md as the site's home page: its links fixed, then the (hidden) navigation:
-    the notebooks in course order, then the other pages."""
-    all_pages = {Path("notebooks") / p.name for p in notebooks} | set(pages)
+def home_page(readme: str, notebooks: list[Path], pages: list[Path], kept=(), **repo) -> str:
+    """README.md as the site's home page: its links fixed (but to the files ``kept``, staged
+    beside it), then the (hidden) navigation: the notebooks in course order, then the other
+    pages."""
+    all_pages = {Path("notebooks") / p.name for p in notebooks} | set(pages) | set(kept)
     text = rewrite_links(readme, Path("README.md"), all_pages, **repo)
     nav = "\n".join(f"notebooks/{p.stem}" for p in notebooks)
     text += f"\n\n```{{toctree}}\n:hidden:\n:caption: Notebooks\n\n{nav}\n```\n"
@@ -127,7 +129,12 @@ def stage(executed: Path, source: Path, notebooks: list[Path] | None = None) -> 
                                      anchors=anchors)
         nbformat.write(nb, source / "notebooks" / path.name)
     readme = README.read_text(encoding="utf-8")
-    (source / "index.md").write_text(home_page(readme, notebooks, pages, **repo), "utf-8")
+    pictures = sorted(p.relative_to(ROOT) for p in (ROOT / IMAGES).glob("*") if p.is_file())
+    for picture in pictures:
+        (source / picture).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(ROOT / picture, source / picture)
+    home = home_page(readme, notebooks, pages, kept=pictures, **repo)
+    (source / "index.md").write_text(home, "utf-8")
     for page in pages:
         (source / page).parent.mkdir(parents=True, exist_ok=True)
         text = rewrite_links((ROOT / page).read_text(encoding="utf-8"), page, all_pages, **repo)

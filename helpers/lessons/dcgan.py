@@ -265,10 +265,10 @@ def train(run, make_batches, epochs, steps_per_epoch, every=200, read_back=20, s
 from helpers import data
 
 
-def child_main(settings, die_at_step):
+def child_main(settings, die_at_step, images_file):
     """The run, in a process of its own, until it kills itself before step `die_at_step`."""
     s = settings
-    images = data.load(s["dataset"], limit=s["max_images"], verbose=False)
+    images = data.load_saved(images_file)  # the kernel's images, handed over: no download
     scorer = dcgan.Scorer(images.x_train, images.y_train, images.x_test,
                               len(images.class_names), Path(s["directory"]) / "scorer",
                               s["dataset"], verbose=False)  # the notebook cached it
