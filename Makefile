@@ -28,8 +28,9 @@ NOTEBOOK_SPLIT := -n 2 --dist load --maxschedchunk 1
 # removes them.
 export PYTHONDONTWRITEBYTECODE :=
 export PYTHONPYCACHEPREFIX := $(abspath build/pycache)
-# The tests never reach for the network: data sets fall back to bundled data.
-TEST_ENV := COURSE_OFFLINE=1 MPLBACKEND=Agg
+# The tests never reach for the network: data sets fall back to bundled data. A kernel that
+# crashes (a segfault in TensorFlow's threads) prints every thread's Python stack first.
+TEST_ENV := COURSE_OFFLINE=1 MPLBACKEND=Agg PYTHONFAULTHANDLER=1
 
 # A Python of one minor release: on PATH if it runs (a pyenv shim may not), else pyenv's.
 find_python = $(firstword $(foreach p,python$(1) $(wildcard $(HOME)/.pyenv/versions/$(1).*/bin/python$(1)),\

@@ -24,8 +24,9 @@ from tools import compat, course_map, exercises, lessons, nbcheck, nbclean, show
 from tools.course import ROOT, notebook_paths, notebook_text
 
 #: What the docs are: each reference in them must name something that exists.
-DOCS = ["README.md", "docs/instructor_notes.md", "docs/maintainers.md", "notebooks/profiles.toml",
-        "requirements.txt", "requirements-compat.txt", "requirements-tpu.txt"]
+DOCS = ["README.md", "CHANGELOG.md", "docs/instructor_notes.md", "docs/maintainers.md",
+        "notebooks/profiles.toml", "requirements.txt", "requirements-compat.txt",
+        "requirements-tpu.txt"]
 #: `helpers.x.y`, `tools.x` (in backquotes or not) and `make target`
 NAME = re.compile(r"\b((?:helpers|tools)(?:\.\w+)+)")
 TARGET = re.compile(r"`make ([a-z][\w-]*)")
