@@ -14,7 +14,6 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 UV := $(BIN)/uv
 PROFILE ?= quick
-TEST_BUILD := build/test
 PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider
 # How the two test workers share the work: unit tests are stolen by whichever worker is idle
 # (their lengths vary from milliseconds to a minute); notebooks go one at a time to the first
@@ -71,17 +70,17 @@ STAGE = @start=$$(date +%s); $(MAKE) --no-print-directory $(1) || exit 1; \
 # Where `make test` keeps its stages' times, for the table it prints at the end.
 TIMES := build/test-times.txt
 
-.PHONY: help venv venv-compat venv-tpu environments run bench test lint check-notebooks unit notebooks \
+.PHONY: help venv venv-compat venv-tpu environments run bench test lint check-notebooks unit \
         compat-unit compat-notebooks tpu-unit tpu-unit-without-tensorflow tpu-unit-keras-jax \
         tpu-unit-pytorch-xla tpu-notebooks clean-notebooks lessons solutions \
         set-repo clean gpu-check site site-test bench-test
 
 help:
 	@echo "make run [PROFILE=quick|full]  execute every notebook into build/ and print a summary"
-	@echo "make test                      lint, notebook checks, unit tests, notebook runs (nbval"
-	@echo "                               comparing their two runs in one kernel),"
-	@echo "                               then unit tests and notebook runs on the compat stack"
-	@echo "                               and on the TPU stack (08 and 09, without TensorFlow)"
+	@echo "make test                      lint, notebook checks, unit tests (pinned and compat"
+	@echo "                               stacks), each notebook run twice in one kernel on the"
+	@echo "                               compat stack (exercises untouched, then solved; nbval"
+	@echo "                               compares the runs), 08 and 09 on the TPU stack"
 	@echo "make bench                     run the benchmarks into build/bench/results.{json,md}"
 	@echo "make bench-test                the benchmarks' own tests (CI runs them after make test)"
 	@echo "make gpu-check                 the course on an NVIDIA GPU (CUDA TF in .venv-gpu) into"
@@ -174,7 +173,6 @@ test:
 	$(call STAGE,lint)
 	$(call STAGE,check-notebooks)
 	$(call STAGE,unit)
-	$(call STAGE,notebooks)
 	$(call STAGE,compat-unit)
 	$(call STAGE,compat-notebooks)
 	$(call STAGE,tpu-unit)
@@ -196,12 +194,6 @@ check-notebooks: $(STAMP)
 unit: $(STAMP)
 	$(TEST_ENV) $(PYTEST) $(UNIT_SPLIT) -m "not notebooks and not site and not tpu and not bench"
 
-# Executes every notebook with the `test` profile into build/test/executed,
-# and every invalid parameter value from notebooks/profiles.toml.
-notebooks: $(STAMP)
-	rm -rf $(TEST_BUILD)
-	$(TEST_ENV) $(PYTEST) $(NOTEBOOK_SPLIT) -m notebooks
-
 # Copies every notebook's #@save cells into helpers/lessons/ (one source: see docs/maintainers.md).
 lessons: $(STAMP)
 	$(BIN)/python -m tools.lessons
@@ -211,27 +203,28 @@ EXECUTED ?= build/executed
 site: $(SITE_STAMP)
 	$(BIN)/python -m tools.site --executed $(EXECUTED) --out build/site
 
-# After `make test` (its notebook stages leave build/test/executed, and build/test-tpu/executed
-# for the TPU notebooks): build the site from those copies and open every page in headless
-# Chromium, which Playwright drives (tests/test_site_browser.py); it never downloads a browser.
+# After `make test` (its notebook stages leave each notebook's first run, exercises untouched,
+# in build/test-compat/first-pass and build/test-tpu/first-pass): build the site from those
+# copies and open every page in headless Chromium, which Playwright drives
+# (tests/test_site_browser.py); it never downloads a browser.
+SITE_TEST := build/site-test
 site-test: $(SITE_STAMP)
-	rm -rf $(TEST_BUILD)/all-executed && mkdir -p $(TEST_BUILD)/all-executed
-	cp $(TEST_BUILD)/executed/*.ipynb $(TPU_BUILD)/executed/*.ipynb $(TEST_BUILD)/all-executed/
-	$(BIN)/python -m tools.site --executed $(TEST_BUILD)/all-executed --out $(TEST_BUILD)/site
-	$(TEST_ENV) COURSE_SITE=$(TEST_BUILD)/site $(PYTEST) -m site tests/test_site_browser.py
+	rm -rf $(SITE_TEST) && mkdir -p $(SITE_TEST)/executed
+	cp $(COMPAT_BUILD)/first-pass/*.ipynb $(TPU_BUILD)/first-pass/*.ipynb $(SITE_TEST)/executed/
+	$(BIN)/python -m tools.site --executed $(SITE_TEST)/executed --out $(SITE_TEST)/site
+	$(TEST_ENV) COURSE_SITE=$(SITE_TEST)/site $(PYTEST) -m site tests/test_site_browser.py
 
-# The same unit tests and notebook runs on the compat stack, less what does not depend on the
-# stack or is run again there: the tests marked heavy or tools (see pyproject.toml), those of
-# setup without TensorFlow (the TPU stack runs them, with TensorFlow really absent). The invalid
-# parameter values do run there: the harness sends them to the kernel one request at a time, and
-# Colab's ipykernel (6.17) is where an error was once read as the next request's (issue 22).
-# Its executed copies go to
-# build/test-compat; each notebook runs once there (the pinned stage already runs each twice
-# in one kernel), with its exercises solved: every check must say "right" there, and "not yet"
-# to the untouched ones on the pinned.
+# The same unit tests on the compat stack (Colab's versions), less what does not depend on the
+# stack or is run elsewhere: the tests marked heavy or tools (see pyproject.toml), those of
+# setup without TensorFlow (the TPU stack runs them, with TensorFlow really absent).
+# Then every notebook with the `test` profile, on the compat stack (the image learners open):
+# all its cells twice in one kernel, first with its exercises untouched (every check must say
+# "not yet"), then with their solutions (every check must say "right"); nbval compares the
+# cells tagged nbval-check-output across the two runs; then, in that kernel, every invalid
+# value of notebooks/profiles.toml (Colab's ipykernel, 6.17, is where an error was once read as
+# the next request's: issue 22). Copies: build/test-compat/{first-pass,executed}.
 COMPAT_SKIPS := not site and not heavy and not tpu and not bench and not tools
-COMPAT_ENV := COURSE_STACK=compat COURSE_TEST_BUILD=$(COMPAT_BUILD) COURSE_TEST_PASSES=1 \
-  COURSE_TEST_SOLUTIONS=1
+COMPAT_ENV := COURSE_STACK=compat COURSE_TEST_BUILD=$(COMPAT_BUILD)
 compat-unit: $(COMPAT_STAMP)
 	$(TEST_ENV) $(COMPAT_PYTEST) $(UNIT_SPLIT) -k "not without_tensorflow" \
 	  -m "not notebooks and $(COMPAT_SKIPS)"
@@ -242,7 +235,8 @@ compat-notebooks: $(COMPAT_STAMP)
 
 # The TPU stack, where TensorFlow is not installed: the plumbing and exercise checks of
 # notebooks 08 and 09 (one engine per process, as in the notebooks), what runs without
-# TensorFlow, then both notebooks twice in one kernel and their invalid parameter values.
+# TensorFlow, then both notebooks twice in one kernel (exercises untouched, then solved) and
+# their invalid parameter values.
 # Its three parts need three environments (one engine per process), so they run as three
 # processes, two at a time; each part's output is printed when it ends.
 tpu-unit: $(TPU_STAMP)

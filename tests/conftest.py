@@ -17,6 +17,7 @@ import pytest  # noqa: E402
 
 from helpers import exercises, processes  # noqa: E402
 from helpers.logs import import_tensorflow  # noqa: E402
+from tools import course  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -51,6 +52,17 @@ def fresh_process(tmp_path_factory):
 
     return run
 
+
+
+def folder_parameters(path: Path) -> list[str]:
+    """The parameters that the notebook's ``check_parameters`` checks with
+    ``helpers.params.folder``: work folders it may empty, so refuses unless it made them."""
+    cells = course.notebook_json(path)["cells"]
+    tagged = next(i for i, c in enumerate(cells) if "parameters" in c["metadata"].get("tags", []))
+    module = re.search(r"(\w+)\.check_parameters\(", "".join(cells[tagged + 1]["source"]))[1]
+    source = (course.ROOT / "helpers" / f"{module}.py").read_text()
+    rules = source[source.index("def check_parameters("):]
+    return re.findall(r"(\w+)=\(\1, (?:\w+\.)?folder\(", rules)
 
 
 # -- the exercises' answer corpus ---------------------------------------------------------------

@@ -1,14 +1,16 @@
 """The notebook-execution suite: every notebook runs headlessly with small parameters, twice
-in the same kernel (a learner's second "Run all"), the cells tagged ``nbval-check-output``
-giving the same outputs both times (nbval's comparison), and every invalid parameter value
-stops it in its validation cell with one clear line.
+in the same kernel (a learner's second "Run all"): the first time with its exercises as
+learners get them (every check says "not yet"), the second with their solutions filled in
+(every check says "right"); the cells tagged ``nbval-check-output`` give the same outputs both
+times (nbval's comparison), and every invalid parameter value stops it in its validation cell
+with one clear line.
 
 Invalid values: one runs through papermill end to end; all of them run through the parameters
 and validation cells in the same kernel once the two runs have passed (a kernel start costs
 seconds), and so does a folder holding a user's file, passed as each folder parameter: it must
 be refused and the file must survive. The executed copies (the second run's outputs) land in
 build/test/executed, the first run's in build/test/first-pass ($COURSE_TEST_BUILD, relative to
-the repository, moves them: the other stacks use it).
+the repository, moves them: the stacks use it).
 """
 
 import importlib.util
@@ -18,6 +20,7 @@ import re
 
 import nbformat
 import pytest
+from conftest import folder_parameters
 
 from helpers import workdirs
 from tools import course, exercises, run_notebooks
@@ -25,21 +28,30 @@ from tools import course, exercises, run_notebooks
 pytestmark = pytest.mark.notebooks
 
 BUILD = course.ROOT / os.environ.get("COURSE_TEST_BUILD", "build/test")
-# How many times each notebook runs in its kernel: 2 proves "Run all" twice works. The compat
-# stack runs each once ($COURSE_TEST_PASSES=1): being idempotent does not depend on the release.
+# How many times each notebook runs in its kernel: 2 proves "Run all" twice works.
 PASSES = int(os.environ.get("COURSE_TEST_PASSES", "2"))
-# The compat stack runs the copies whose exercise cells hold their solutions
-# ($COURSE_TEST_SOLUTIONS=1, tools/exercises.py): every check must then say "right"; the pinned
-# stack runs the notebooks as learners get them, where every check must say "not yet".
-SOLUTIONS = os.environ.get("COURSE_TEST_SOLUTIONS") == "1"
+# Whether the last run's exercise cells hold their solutions (tools/exercises.py;
+# $COURSE_TEST_SOLUTIONS=0: no): its checks must then say "right", the first run's "not yet".
+SOLUTIONS = os.environ.get("COURSE_TEST_SOLUTIONS", "1") == "1"
 # Whether each run also tries the invalid values ($COURSE_TEST_INVALID=0: no). Every stack does:
 # the values are requests to the kernel, and Colab's ipykernel once answered one with the
 # previous one's error.
 CHECK_INVALID = os.environ.get("COURSE_TEST_INVALID", "1") == "1"
-# The notebooks this stack runs ($COURSE_STACK: pinned, compat or tpu; see tools.course.STACKS),
+# The notebooks this stack runs ($COURSE_STACK: compat or tpu; see tools.course.STACKS),
 # the slowest first (docs/measured_times.json), so that the two workers finish together.
-STACK = os.environ.get("COURSE_STACK", "pinned")
-NOTEBOOKS = course.heaviest_first(course.stack_notebooks(STACK))
+STACK = os.environ.get("COURSE_STACK", "compat")
+
+
+def heaviest_first(paths: list) -> list:
+    """``paths``, the slowest first by docs/measured_times.json (the test profile's, else
+    quick's; unmeasured last)."""
+    records = course.ROOT / "docs" / "measured_times.json"
+    measured = json.loads(records.read_text()) if records.exists() else {}
+    times = measured.get("test") or measured.get("quick", {})
+    return sorted(paths, key=lambda p: -times.get(p.stem, {}).get("wall_s", 0))
+
+
+NOTEBOOKS = heaviest_first(course.stack_notebooks(STACK))
 PROFILES = course.profiles()
 INVALID = {
     path: [
@@ -50,11 +62,11 @@ INVALID = {
     for path in NOTEBOOKS
 }
 # The papermill path (what a batch user runs) with an invalid value, in the lightest notebook of
-# the pinned stack: that papermill stops at the validation cell and records its one line does
-# not depend on the notebook. Each notebook's own values are tried after its runs on each
-# stack but compat, where the kernel shows them as one line too (check_invalid_values).
+# the compat stack: that papermill stops at the validation cell and records its one line does
+# not depend on the notebook. Each notebook's own values are tried after its runs
+# (check_invalid_values).
 FIRST_INVALID = [(path, *INVALID[path][0]) for path in NOTEBOOKS[-1:]
-                 if INVALID[path] and STACK == "pinned"]
+                 if INVALID[path] and STACK == "compat"]
 
 
 def validation_cell_id(path) -> str:
@@ -71,7 +83,7 @@ def invalid_cases(path, users) -> list[tuple]:
     resumes = any(name == "fresh_start" for name, _ in INVALID[path])  # 04: also when asked
     extras = [{}, {"fresh_start": True}] if resumes else [{}]  # to start afresh
     folders = [(name, str(users), extra)
-               for name in course.folder_parameters(path) for extra in extras]
+               for name in folder_parameters(path) for extra in extras]
     return [(None, None), *INVALID[path], *folders]
 
 
@@ -79,8 +91,9 @@ def invalid_cases(path, users) -> list[tuple]:
 def test_notebook_runs_with_test_parameters(path, tmp_path):
     """All cells, then all cells again in the same kernel ($COURSE_TEST_PASSES): set-up that is
     not idempotent (memory settings, strategies, a TPU initialised twice, folders) fails the
-    second run. Every exercise's check must say "not yet" ("right" where they are solved).
-    Then, in that kernel, every invalid value must be refused (check_invalid_values)."""
+    second run. Every exercise's check must say "not yet" in the first run, and "right" in the
+    second, where the exercise cells hold their solutions. Then, in that kernel, every invalid
+    value must be refused (check_invalid_values)."""
     params = course.parameters_for(path.stem, "test")
     users = tmp_path / "my_project"  # a learner's own folder, passed as a work folder
     users.mkdir()
@@ -94,12 +107,16 @@ def test_notebook_runs_with_test_parameters(path, tmp_path):
     if CHECK_INVALID:
         check_invalid_values(result.validations, cases, users)
     expected = [id for _, id, _ in exercises.exercise_cells(nbformat.read(path, as_version=4))]
-    assert sorted(result.exercises) == expected, "every exercise's check ran and said so"
-    wrong = [id for id, passed in result.exercises.items() if passed != SOLUTIONS]
-    assert not wrong, (
-        f"{'solved' if SOLUTIONS else 'untouched'} exercises whose check said "
-        f"{'not yet' if SOLUTIONS else 'right'}: {wrong} (see {result.executed})"
-    )
+    runs = [(result.exercises, SOLUTIONS)]
+    if PASSES > 1:
+        runs.insert(0, (result.first_exercises, False))
+    for verdicts, solved in runs:
+        assert sorted(verdicts) == expected, "every exercise's check ran and said so"
+        wrong = [id for id, passed in verdicts.items() if passed != solved]
+        assert not wrong, (
+            f"{'solved' if solved else 'untouched'} exercises whose check said "
+            f"{'not yet' if solved else 'right'}: {wrong} (see {result.executed})"
+        )
     assert PASSES == 1 or result.differ is not None, "the second run was compared with the first"
     assert not result.differ, "the two runs disagree (nbval):\n" + "\n".join(result.differ)
     assert "This run took " in result.executed.read_text(), "it says how long it ran"
@@ -109,6 +126,7 @@ def test_notebook_runs_with_test_parameters(path, tmp_path):
     assert result.device != "not stated", "the notebook must say which device ran it"
     if path.stem == "04_dcgan":  # which batch norm and dropout ran (helpers.dcgan.describe)
         assert "Our step's batch norm: " in result.executed.read_text()
+        check_resumed_run(path, params, result, tmp_path)
     if path.stem in course.TPU_NOTEBOOKS:
         check_tpu_notebook(path.stem, result.executed)
     if path.stem == "05_data_parallel":
@@ -205,40 +223,37 @@ def check_invalid_values(results, cases, users):
     assert not wrong, "not refused with one line: " + "; ".join(wrong)
 
 
-@pytest.mark.skipif(STACK != "pinned" or not any(p.stem == "04_dcgan" for p in NOTEBOOKS),
-                    reason="plain Python before any restore: the pinned stack proves it")
-def test_04_resumed_with_another_precision_stops_and_keeps_every_checkpoint(tmp_path):
-    """A GPU session's run, which its budget stopped after epoch 1 of 2, re-run in the same
-    run_dir where precision="auto" would pick another policy (a CPU runtime after the GPU quota
-    ran out): the re-run stops in one line naming the change, and the first run's files all
-    survive, byte for byte."""
-    path = course.NOTEBOOKS / "04_dcgan.ipynb"
-    run_dir = tmp_path / "run"
-    params = {**course.parameters_for(path.stem, "test"), "run_dir": str(run_dir),
-              "precision": "mixed_float16", "epochs": 2, "budget_min": 0,
-              "checkpoint_every": 1}
-    first = run_notebooks.execute(path, tmp_path / "first", params)
-    assert first.status == "passed", f"cell {first.error_cell}: {first.error}"
-    said = first.executed.read_text()
-    assert "this session trains to epoch 1 of 2" in said, "budget_min=0: one epoch a session"
-    assert "Trained to step 4 of 8; the rest is for another session" in said
+def check_resumed_run(path, params, result, tmp_path):
+    """Notebook 04's test run (budget_min=0: one epoch a session, notebooks/profiles.toml): the
+    first "Run all" trains epoch 1 of 2 and stops on a checkpoint, the second resumes it and
+    trains epoch 2. Then a run on that run_dir whose precision differs (a GPU session's run
+    re-opened on a CPU runtime) stops in one line naming the change, and every file of the
+    first run survives, byte for byte."""
+    first = (result.executed.parent.parent / "first-pass" / path.name).read_text()
+    assert "this session trains to epoch 1 of 2" in first, "budget_min=0: one epoch a session"
+    assert "the rest is for another session" in first
+    assert f"Trained to step {params['max_images'] // params['batch_size'] * 2} of " in (
+        result.executed.read_text()), "the second run resumed and finished the run"
+    run_dir = BUILD / "work" / path.stem / "course_runs" / "dcgan_run"
+    ran = re.search(r"precision: (\w+);", result.executed.read_text())[1]
 
     def files_of_the_run():  # all but the lock, which names the process using the folder
         return {p: p.read_bytes() for p in run_dir.rglob("*")
                 if p.is_file() and p.name != workdirs.LOCK}
 
     files = files_of_the_run()
-    assert len([p for p in files if p.name.endswith(".index")]) == 3, "three checkpoints kept"
-    second = run_notebooks.execute(path, tmp_path / "second", {**params, "precision": "float32"})
+    assert any(p.name.endswith(".index") for p in files), "the run's checkpoints"
+    other = "float32" if ran != "float32" else "mixed_float16"
+    second = run_notebooks.execute(path, tmp_path / "second",
+                                   {**params, "precision": other, "run_dir": str(run_dir)})
     assert second.status == "failed"
     assert second.error.startswith("RunSettingsChanged: ") and "\n" not in second.error
-    assert "precision was 'mixed_float16', now 'float32'" in second.error, second.error
+    assert f"precision was {ran!r}, now {other!r}" in second.error, second.error
     assert files_of_the_run() == files
 
 
-@pytest.mark.skipif(STACK != "pinned" or not any(p.stem == "03_tfdata_pipelines"
-                                                  for p in NOTEBOOKS),
-                    reason="helpers.workdirs is plain Python: the pinned stack proves it")
+@pytest.mark.skipif(not any(p.stem == "03_tfdata_pipelines" for p in NOTEBOOKS),
+                    reason="03 runs on the compat stack")
 def test_two_notebooks_on_one_folder_at_once_one_is_refused(tmp_path):
     """Two tabs (or two papermill runs) with one work_dir: the one that prepared it first holds
     its lock while its kernel lives; the other stops in its prepare cell with one line naming

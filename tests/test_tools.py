@@ -7,7 +7,7 @@ import nbformat
 import pytest
 from click.testing import CliRunner
 
-from tools import check, compat, course, nbcheck, nbclean, run_notebooks, set_repo
+from tools import check, compat, course, lessons, nbcheck, nbclean, run_notebooks, set_repo
 
 # the maintainers' tools (or the package's structure): the same on every stack (see pyproject.toml)
 pytestmark = pytest.mark.tools
@@ -202,14 +202,6 @@ def test_a_validation_cell_that_is_not_folded_away_is_reported(broken):
         validation["metadata"] = {}
         expected = "metadata must include"
     assert any(expected in p for p in problems(nb)), problems(nb)
-
-
-def test_the_committed_notebooks_follow_the_conventions():
-    conf, known = course.settings(), course.profiles()
-    paths = course.notebook_paths()
-    assert paths, "no notebooks found"
-    for path in paths:
-        assert nbcheck.check_notebook(path, path.read_text(), conf, known) == [], path.name
 
 
 def test_set_repo_rewrites_only_the_course_section():
@@ -420,7 +412,7 @@ def test_papermill_help_lists_every_parameter_with_its_type_and_comment(path):
                    ["source"])
     assert "Unknown type" not in shown and "Unable to parse" not in shown, shown
     lines = {m[1]: m for m in re.finditer(r"^(\w+): ([^=]+?) = .*?  # (.*)$", cell, re.M)}
-    assert set(lines) == set(nbcheck.parameter_names(cell)), cell
+    assert set(lines) == set(lessons.defined_names(cell)), cell
     for name, kind, comment in (m.groups() for m in lines.values()):
         assert f"{name}: {kind.strip(chr(34))} (default " in shown, (name, shown)
         assert " ".join(comment.split()[:3]) in " ".join(shown.split()), (comment, shown)

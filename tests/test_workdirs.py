@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import folder_parameters
 
 from helpers import workdirs
 from helpers.errors import RunSettingsChanged, WorkFolderBusy
@@ -137,7 +138,7 @@ def test_every_default_work_folder_lives_under_the_one_ignored_root():
         if name:
             seen[path.stem] = value = defaults(path)[name]
             assert value.startswith(workdirs.ROOT + "/"), (path.stem, value)
-            assert name in course.folder_parameters(path), "validated with params.folder"
+            assert name in folder_parameters(path), "validated with params.folder"
     assert len(seen) == 4
     if shutil.which("git") is None or not (course.ROOT / ".git").exists():
         pytest.skip("not a git checkout")
