@@ -16,7 +16,7 @@ def resume(checkpoint, directory):
 
 
 # Exercise 07.2: profile notebook 04's step and name its first fix
-from helpers.lessons.dcgan import build_gan, make_train_step  # noqa: E402, TID253  (04's step)
+from helpers.lessons.nb04 import build_gan, make_train_step  # noqa: E402, TID253  (04's step)
 
 
 def profile_gan(logdir, steps=5, batch_size=64):

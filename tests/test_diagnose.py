@@ -7,8 +7,8 @@ from helpers import data, models, tfdata_pipelines
 
 @pytest.fixture(scope="module")
 def lesson(tf):
-    """Notebook 03's cells (helpers.lessons.tfdata_pipelines): its input_bound."""
-    from helpers.lessons import tfdata_pipelines
+    """Notebook 03's cells (helpers.lessons.nb03): its input_bound."""
+    from helpers.lessons import nb03 as tfdata_pipelines
 
     return tfdata_pipelines
 

@@ -26,11 +26,11 @@ EIGHT_REPLICAS = textwrap.dedent("""
     import json
     import numpy as np
     from helpers.logs import import_tensorflow
-    from helpers.devices import split_cpu
+    from helpers.devices import mirrored, split_cpu
     from helpers import data, data_parallel, dcgan
     tf = import_tensorflow()
     import keras
-    from helpers.lessons.dcgan import make_train_step  # notebook 04's step
+    from helpers.lessons.nb04 import make_train_step  # notebook 04's step
     from helpers.lessons.dcgan_networks import build_pair  # and its networks
     split_cpu(8)
     images = data.load("digits", verbose=False)
@@ -68,7 +68,9 @@ EIGHT_REPLICAS = textwrap.dedent("""
                              "weights": nets[0].get_weights() + nets[1].get_weights()}
         return results
 
-    strategies = {"one": data_parallel.mirrored(1), "eight": data_parallel.mirrored(8)}
+    cpus = [d.name for d in tf.config.list_logical_devices("CPU")]
+    assert len(cpus) == 8, cpus
+    strategies = {"one": tf.distribute.OneDeviceStrategy(cpus[0]), "eight": mirrored(cpus)}
     out = {}
     for synced in (True, False):
         real = dcgan.to_gan_range(x).numpy()

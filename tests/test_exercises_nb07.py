@@ -7,10 +7,10 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from solved import solution_functions
 
 from helpers import scale_out_profile
 from helpers.exercises import check
-from tools.exercises import solution_functions
 
 
 @pytest.fixture(scope="module")
@@ -106,8 +106,8 @@ def test_07_1_wrong(answer, expected):
 @pytest.fixture(scope="module")
 def profiling(tf):
     """What 07's cells give the exercise: capture, read_trace, advice, and 04's step."""
-    from helpers.lessons import dcgan
-    from helpers.lessons.scale_out_profile import advice, capture
+    from helpers.lessons import nb04 as dcgan
+    from helpers.lessons.nb07 import advice, capture
 
     return SimpleNamespace(tf=tf, capture=capture, advice=advice, read=scale_out_profile.read_trace,
                            build_gan=dcgan.build_gan, make_train_step=dcgan.make_train_step,
@@ -188,7 +188,7 @@ def five_steps_always(p):
 
 def test_07_2_right(profiling):
     solved = solution_functions("07_scale_out_profile", **profiling.names)
-    result = check("07.2", solved["profile_gan"])
+    result = check("07.2", solved["profile_gan"], advice=profiling.advice)
     assert result.passed, result.message
 
 
@@ -197,12 +197,12 @@ def test_07_2_untouched():
         """docstring"""
         ...
 
-    assert "still holds its placeholder" in check("07.2", profile_gan).message
+    assert "still holds its placeholder" in check("07.2", profile_gan, advice=len).message
 
 
 @pytest.mark.parametrize("answer", [own_loop, mixed_bfloat16])
 def test_07_2_right_written_otherwise(profiling, answer):
-    result = check("07.2", answer(profiling))
+    result = check("07.2", answer(profiling), advice=profiling.advice)
     assert result.passed, result.message
 
 
@@ -213,5 +213,5 @@ def test_07_2_right_written_otherwise(profiling, answer):
     (five_steps_always, "not the 3 asked for"),
 ])
 def test_07_2_wrong(profiling, answer, expected):
-    result = check("07.2", answer(profiling))
+    result = check("07.2", answer(profiling), advice=profiling.advice)
     assert not result.passed and expected in result.message, result.message

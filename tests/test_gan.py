@@ -1,5 +1,7 @@
 import signal
+import sys
 import time
+import types
 from pathlib import Path
 
 import numpy as np
@@ -50,7 +52,7 @@ def run_script(fresh_process, *args, killed=False):
 
 
 def test_epoch_batches_depend_on_seed_and_epoch_only(tf):
-    from helpers.lessons import dcgan as lesson
+    from helpers.lessons import nb04 as lesson
 
     images = np.arange(10 * 2 * 2, dtype="uint8").reshape(10, 2, 2, 1)
     make = lesson.epoch_batches(images, batch_size=4, seed=3)
@@ -69,8 +71,8 @@ def test_epoch_batches_depend_on_seed_and_epoch_only(tf):
 
 
 def lesson_run(tmp_path, policy="float32", d_steps=1):
-    """Notebook 04's run (helpers.lessons.dcgan.start_run) on the tutorial pair, 28x28."""
-    from helpers.lessons import dcgan as lesson
+    """Notebook 04's run (helpers.lessons.nb04.start_run) on the tutorial pair, 28x28."""
+    from helpers.lessons import nb04 as lesson
 
     settings = dict(architecture="tutorial", policy=policy, xla=False, d_steps=d_steps,
                     directory=str(tmp_path))
@@ -80,7 +82,7 @@ def lesson_run(tmp_path, policy="float32", d_steps=1):
 def test_run_batches_resume_exactly_where_the_run_stands(tf):
     """One stream for the rest of the run (an iterator per epoch cost seconds each time one
     was released): from step 3 it is the uninterrupted stream's tail, batch for batch."""
-    from helpers.lessons import dcgan as lesson
+    from helpers.lessons import nb04 as lesson
 
     images = data.load("digits", limit=64, verbose=False)
     make = lesson.epoch_batches(images.x_train, 16, seed=1)
@@ -95,7 +97,7 @@ def test_run_batches_resume_exactly_where_the_run_stands(tf):
 def test_the_lesson_step_wraps_both_optimizers_for_float16_and_skips_non_finite_steps(tf):
     import keras
 
-    from helpers.lessons import dcgan as lesson
+    from helpers.lessons import nb04 as lesson
 
     generator, discriminator, g, d = lesson.build_gan("tutorial", (28, 28, 1), "mixed_float16")
     assert generator.layers[0].compute_dtype == "float16"
@@ -112,7 +114,7 @@ def test_the_lesson_step_wraps_both_optimizers_for_float16_and_skips_non_finite_
 
 
 def test_the_lesson_step_draws_noise_at_the_batch_size_and_runs_d_steps(tf, tmp_path):
-    from helpers.lessons import dcgan as lesson
+    from helpers.lessons import nb04 as lesson
 
     generator, discriminator, g, d = lesson.build_gan("tutorial", (28, 28, 1), "float32")
     step = lesson.make_train_step(generator, discriminator, g, d,
@@ -126,7 +128,7 @@ def test_the_lesson_step_draws_noise_at_the_batch_size_and_runs_d_steps(tf, tmp_
 def test_the_training_loop_counts_steps_on_the_host_and_reads_losses_in_batches(tf, tmp_path):
     """No step waits for the one before: the device's step is read once per train(), and
     losses are read back every read_back steps, at checkpoints and at epoch ends."""
-    from helpers.lessons import dcgan as lesson
+    from helpers.lessons import nb04 as lesson
 
     images = data.load("digits", limit=128, verbose=False)
     run = lesson_run(tmp_path)
@@ -167,7 +169,7 @@ def test_the_training_loop_counts_steps_on_the_host_and_reads_losses_in_batches(
 def test_a_deadline_stops_the_run_at_an_epoch_end_just_saved(tf, tmp_path):
     """A session whose budget is spent ends on a checkpoint at an epoch's end, never mid-epoch;
     with time left it trains every epoch asked for."""
-    from helpers.lessons import dcgan as lesson
+    from helpers.lessons import nb04 as lesson
 
     images = data.load("digits", limit=64, verbose=False)
     run = lesson_run(tmp_path)
@@ -229,7 +231,7 @@ def damage(checkpoint):
 
 
 def test_a_corrupt_latest_checkpoint_falls_back_and_no_good_one_is_pruned(tf, tmp_path, capsys):
-    from helpers.lessons import dcgan as lesson
+    from helpers.lessons import nb04 as lesson
 
     images = data.load("digits", limit=64, verbose=False)
     run = lesson_run(tmp_path)
@@ -250,7 +252,7 @@ def test_a_corrupt_latest_checkpoint_falls_back_and_no_good_one_is_pruned(tf, tm
 def test_a_checkpoint_of_other_settings_stops_the_run_and_all_survive(tf, tmp_path):
     """The second line of defence behind run.json (helpers.workdirs.same_run): a checkpoint
     that reads but holds other variables is another run's, never "corrupt"."""
-    from helpers.lessons import dcgan as lesson
+    from helpers.lessons import nb04 as lesson
 
     images = data.load("digits", limit=64, verbose=False)
     run = lesson_run(tmp_path, policy="mixed_float16")  # a GPU session's run
@@ -264,7 +266,7 @@ def test_a_checkpoint_of_other_settings_stops_the_run_and_all_survive(tf, tmp_pa
 
 
 def test_a_run_whose_checkpoints_are_all_unreadable_stops(tf, tmp_path):
-    from helpers.lessons import dcgan as lesson
+    from helpers.lessons import nb04 as lesson
 
     images = data.load("digits", limit=64, verbose=False)
     run = lesson_run(tmp_path)
@@ -284,7 +286,7 @@ def test_a_run_whose_index_file_is_lost_resumes_from_its_files_and_overwrites_no
     """Drive's sync, or a copy of the ckpt-* files alone, loses or damages the index file
     (``checkpoint``): the run resumes from its newest checkpoint file, never starts over, and
     every old file stays byte for byte as it was."""
-    from helpers.lessons import dcgan as lesson
+    from helpers.lessons import nb04 as lesson
 
     images = data.load("digits", limit=64, verbose=False)
     run = lesson_run(tmp_path)
@@ -312,7 +314,7 @@ def test_a_run_whose_index_file_is_lost_resumes_from_its_files_and_overwrites_no
 
 
 def test_history_grids_gif_and_plot(tf, tmp_path):
-    from helpers.lessons import dcgan as lesson
+    from helpers.lessons import nb04 as lesson
 
     images = data.load("digits", limit=64, verbose=False)
     run = lesson_run(tmp_path)
@@ -328,7 +330,7 @@ def test_history_grids_gif_and_plot(tf, tmp_path):
 
 
 def test_the_ablation_measures_each_change_and_skips_what_does_not_apply(tf):
-    from helpers.lessons import dcgan as lesson
+    from helpers.lessons import nb04 as lesson
 
     rows = lesson.ablation("float32", False, batch_size=8, repeats=2)
     names = [name for name, _ in rows]
@@ -412,12 +414,22 @@ def test_architecture_follows_the_image_size():
         rule("architecture", "stylegan")
 
 
-def test_drive_only_on_colab_and_by_default_there(tmp_path, capsys):
+def test_drive_only_on_colab_and_by_default_there(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(dcgan, "detect_platform", lambda: "local")
     assert dcgan.run_directory("runs/a") == Path("runs/a")
-    assert dcgan.run_directory("runs/a", use_drive="auto", platform="local") == Path("runs/a")
+    assert dcgan.run_directory("runs/a", use_drive="auto") == Path("runs/a")
     assert "disconnect" not in capsys.readouterr().out
-    assert dcgan.drive_wanted("auto", platform="colab") and not dcgan.drive_wanted("auto", "local")
-    assert dcgan.run_directory("runs/a", use_drive=False, platform="colab") == Path("runs/a")
+    parameters = dict(dataset="digits", architecture="auto", epochs=1, budget_min=1, batch_size=8,
+                      d_steps=1, precision="auto", xla="auto", max_images=64, checkpoint_every=1,
+                      run_dir="runs/a", use_drive=True, fresh_start=False)
+    with pytest.raises(ParameterError, match="use_drive=True: Google Drive can only be used on"):
+        dcgan.check_parameters(**parameters)  # 04's validation cell, before run_directory
+    monkeypatch.setattr(dcgan, "detect_platform", lambda: "colab")
+    assert dcgan.run_directory("runs/a", use_drive=False) == Path("runs/a")
     assert "does not survive a disconnect" in capsys.readouterr().out
-    with pytest.raises(RuntimeError, match="needs Google Colab"):
-        dcgan.run_directory("runs/a", use_drive=True, platform="local")
+    mounted = []
+    colab = types.ModuleType("google.colab")
+    colab.drive = types.SimpleNamespace(mount=mounted.append)
+    monkeypatch.setitem(sys.modules, "google.colab", colab)
+    assert dcgan.run_directory("runs/a", use_drive="auto") == Path("/content/drive/MyDrive/runs/a")
+    assert mounted == ["/content/drive"] and "survives a disconnect" in capsys.readouterr().out

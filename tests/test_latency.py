@@ -10,7 +10,7 @@ FAST = tfdata_pipelines.Latencies().scaled(0.1)
 @pytest.fixture(scope="module")
 def pipeline(tf):
     """Notebook 03's pipeline function, the one the benchmark compares."""
-    from helpers.lessons.tfdata_pipelines import latency_pipeline
+    from helpers.lessons.nb03 import latency_pipeline
 
     return latency_pipeline
 

@@ -1,3 +1,4 @@
+import inspect
 import os
 import signal
 import threading
@@ -9,6 +10,12 @@ import pytest
 
 from helpers import data, devices, errors, models, out_of_memory
 from helpers.errors import LateConfigurationError
+
+
+def SET_GPU_MEMORY(gpus, limit_mb=0):  # noqa: N802  (notebook 06's, which the child gets as source)
+    from helpers.lessons.nb06 import set_gpu_memory
+
+    set_gpu_memory(gpus, limit_mb)
 
 
 def injected_oom(limit):
@@ -64,7 +71,7 @@ def test_gradient_accumulation_equals_the_large_batch(tf):
     """Notebook 06's own accumulation loop (its #@save cell) gives the full batch's gradient."""
     import keras
 
-    from helpers.lessons import out_of_memory as lesson
+    from helpers.lessons import nb06 as lesson
 
     keras.utils.set_random_seed(0)
     model = keras.Sequential(
@@ -116,7 +123,8 @@ def test_gpu_memory_in_use_comes_from_nvidia_smi(monkeypatch):
 
 def test_child_process_trainer_returns_results_and_exits(tf):
     images = data.load("digits", limit=64, verbose=False)
-    result = out_of_memory.train_in_child("mnist_cnn", images.x_train, images.y_train, 32, steps=2)
+    result = out_of_memory.train_in_child("mnist_cnn", images.x_train, images.y_train, 32, steps=2,
+                                           memory_setup=SET_GPU_MEMORY)
     assert result["exit_code"] == 0  # the process is gone, and its memory with it
     assert np.isfinite(result["history"]["loss"][0])
     assert len(result["weights"]) == 8 and result["step_rss_mb"] >= 0
@@ -127,20 +135,22 @@ def test_child_process_trainer_returns_results_and_exits(tf):
 
 def test_child_errors_reach_the_parent(tf):
     with pytest.raises(RuntimeError, match="the child process failed: KeyError"):
-        out_of_memory.train_in_child("no_such_model", np.zeros((4, 28, 28, 1)), np.zeros(4), 2)
+        out_of_memory.train_in_child("no_such_model", np.zeros((4, 28, 28, 1)), np.zeros(4), 2,
+                                     memory_setup=SET_GPU_MEMORY)
 
 
 def test_cpu_budget_search_uses_the_same_search(tf):
     calls = []
 
-    def fake_child(model, x, y, batch, steps, policy, gpu_limit_mb):
+    def fake_child(model, x, y, batch, steps, policy, gpu_limit_mb, memory_setup):
         calls.append((batch, len(x)))
         return {"step_rss_mb": batch * 1.0, "gpu_peak_mb": None}  # 1 MiB per example
 
     original = out_of_memory.train_in_child
     out_of_memory.train_in_child = fake_child
     try:
-        try_batch = out_of_memory.budget_trial("mnist_cnn", np.zeros((10, 2)), np.zeros(10), 40)
+        try_batch = out_of_memory.budget_trial("mnist_cnn", np.zeros((10, 2)), np.zeros(10), 40,
+                                               memory_setup=SET_GPU_MEMORY)
         result = out_of_memory.find_max_batch(try_batch, start=8, margin=1.0, multiple=1)
     finally:
         out_of_memory.train_in_child = original
@@ -148,7 +158,7 @@ def test_cpu_budget_search_uses_the_same_search(tf):
 
 
 def test_estimate_grows_with_the_batch_through_activations(tf):
-    from helpers.lessons import out_of_memory as lesson  # notebook 06's cell (imports TF)
+    from helpers.lessons import nb06 as lesson  # notebook 06's cell (imports TF)
 
     small, large = (lesson.estimate_mb(models.mnist_cnn(), b) for b in (32, 256))
     assert small["parameters"] == large["parameters"] > 0
@@ -163,6 +173,10 @@ def test_estimate_grows_with_the_batch_through_activations(tf):
 
 
 def test_the_child_limits_each_gpu_before_its_first_op(tf, monkeypatch):
+    """The child runs the notebook's set_gpu_memory from its source, as the cell defined it."""
+    from helpers.lessons.nb06 import set_gpu_memory
+
+    SETUP = {"memory_setup": ("set_gpu_memory", inspect.getsource(set_gpu_memory))}  # noqa: N806
     calls = []
     monkeypatch.setattr(
         tf.config, "set_logical_device_configuration", lambda gpu, cfg: calls.append((gpu, cfg))
@@ -170,19 +184,21 @@ def test_the_child_limits_each_gpu_before_its_first_op(tf, monkeypatch):
     monkeypatch.setattr(
         tf.config.experimental, "set_memory_growth", lambda gpu, on: calls.append((gpu, on))
     )
-    said = out_of_memory.child_memory_setup({"gpu_limit_mb": 512}, gpus=["gpu0", "gpu1"])
+    monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind=None: ["gpu0", "gpu1"])
+    said = out_of_memory.child_memory_setup({"gpu_limit_mb": 512, **SETUP})
     assert said == "Each of 2 GPU(s) limited to 512 MiB."
     assert [gpu for gpu, _ in calls] == ["gpu0", "gpu1"]
     assert calls[0][1][0].memory_limit == 512
     calls.clear()
-    assert out_of_memory.child_memory_setup({}, gpus=["gpu0"]).startswith("Memory growth on")
+    monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind=None: ["gpu0"])
+    assert out_of_memory.child_memory_setup(SETUP).startswith("Memory growth on")
     assert calls == [("gpu0", True)]
 
 
 def test_on_a_gpu_the_budget_is_the_childs_limit_and_real_ooms_count(tf, monkeypatch):
     limits = []
 
-    def fake_child(model, x, y, batch, steps, policy, gpu_limit_mb):
+    def fake_child(model, x, y, batch, steps, policy, gpu_limit_mb, memory_setup):
         limits.append(gpu_limit_mb)
         if batch > 24:  # what the child reports when TF runs out of its limited memory
             raise errors.ChildOutOfMemory("ResourceExhaustedError: OOM when allocating tensor")
@@ -190,14 +206,16 @@ def test_on_a_gpu_the_budget_is_the_childs_limit_and_real_ooms_count(tf, monkeyp
 
     monkeypatch.setattr(out_of_memory, "train_in_child", fake_child)
     search = out_of_memory.find_max_batch(
-        out_of_memory.budget_trial("mnist_cnn", np.zeros((10, 2)), np.zeros(10), 100),
+        out_of_memory.budget_trial("mnist_cnn", np.zeros((10, 2)), np.zeros(10), 100,
+                                   memory_setup=SET_GPU_MEMORY),
         start=8,
         margin=1.0,
         multiple=1,
     )
     assert search.largest_ok == 24 and search.ooms >= 2
     assert set(limits) == {100}
-    out_of_memory.budget_trial("mnist_cnn", np.zeros((10, 2)), np.zeros(10), float("inf"))(8)
+    out_of_memory.budget_trial("mnist_cnn", np.zeros((10, 2)), np.zeros(10), float("inf"),
+                               memory_setup=SET_GPU_MEMORY)(8)
     assert limits[-1] is None  # no budget: no limit, memory grows as needed
 
 
@@ -356,7 +374,7 @@ def fake_config(tf, monkeypatch):
 def test_the_same_gpu_setting_again_is_silent_and_another_one_too_late(fake_config):
     """Notebook 06's set_gpu_memory under TensorFlow's rules: the same growth again (a second
     "Run all") returns; a limit after the start is TF's RuntimeError, which the course words."""
-    from helpers.lessons import out_of_memory as lesson
+    from helpers.lessons import nb06 as lesson
 
     gpus = ["gpu0", "gpu1"]
     lesson.set_gpu_memory(gpus)
@@ -370,7 +388,7 @@ def test_the_same_gpu_setting_again_is_silent_and_another_one_too_late(fake_conf
 
 
 def test_the_same_gpu_limit_again_is_silent_and_growth_on_it_is_refused(fake_config):
-    from helpers.lessons import out_of_memory as lesson
+    from helpers.lessons import nb06 as lesson
 
     lesson.set_gpu_memory(["gpu0"], limit_mb=256)
     fake_config.started = True

@@ -25,7 +25,7 @@ NOTEBOOK = Path(__file__).parent.parent / "notebooks" / "07_scale_out_profile.ip
 
 def tf_config(addresses, index):
     """Notebook 07's (imported here, not at collection: the lesson module imports TensorFlow)."""
-    from helpers.lessons.scale_out_profile import tf_config
+    from helpers.lessons.nb07 import tf_config
 
     return tf_config(addresses, index)
 
@@ -104,17 +104,21 @@ class Host:
 def test_the_workers_start_where_no_other_machine_reaches_them_or_need_open_ports(
     tmp_path, monkeypatch, capsys
 ):
+    def exposure(open_ports, host, addresses):  # on a machine with that host and addresses
+        monkeypatch.setattr(scale_out_profile, "_workers_host", lambda: host)
+        monkeypatch.setattr(scale_out_profile, "outside_addresses", lambda: addresses)
+        return scale_out_profile.exposure(open_ports)
+
     refused, outside = Host("this machine refuses a network namespace (EPERM)"), ["192.0.2.2"]
-    said = scale_out_profile.exposure(False, Host(), outside)
+    said = exposure(False, Host(), outside)
     assert "network namespace of their own" in said and "no other machine" in said
     monkeypatch.setenv("COLAB_RELEASE_TAG", "x")  # a platform's label changes nothing
     refusal = r"^The workers were not started: .*every interface.*EPERM.*reached at 192\.0\.2\.2"
     with pytest.raises(WorkersRefused, match=refusal + r".*Set open_ports=True"):
-        scale_out_profile.exposure(False, refused, outside)
-    assert "open_ports=True accepts" in scale_out_profile.exposure(True, refused, outside)
-    assert "loopback interfaces only" in scale_out_profile.exposure(False, refused, [])
-    monkeypatch.setattr(scale_out_profile, "outside_addresses", lambda: outside)
-    monkeypatch.setattr(scale_out_profile, "_workers_host", lambda: refused)
+        exposure(False, refused, outside)
+    assert "open_ports=True accepts" in exposure(True, refused, outside)
+    assert "loopback interfaces only" in exposure(False, refused, [])
+    monkeypatch.setattr(scale_out_profile, "outside_addresses", lambda: outside)  # from here on
     assert scale_out_profile.workers_may_start(False) is False  # the notebook goes on
     printed = capsys.readouterr().out
     assert printed.count("\n") == 1 and "open_ports=True" in printed
@@ -178,7 +182,7 @@ def test_a_killed_worker_resumes_from_the_last_checkpoint(work, two_workers):
     seen = []
     run = scale_out_profile.run_cluster(job, work("killed"), progress=lambda *r: seen.append(r),
                                         tf_config=tf_config)
-    assert len(run.attempts) == 2, [(a.exit_codes, a.resumed_from, a.logs) for a in run.attempts]
+    assert len(run.attempts) == 2, [(a.exit_codes, a.resumed_from) for a in run.attempts]
     first, second = run.attempts
     assert not first.ok and -9 in first.exit_codes  # SIGKILL, as a vanished machine
     assert first.resumed_from == 0 and second.resumed_from == EVERY and second.ok

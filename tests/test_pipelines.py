@@ -1,4 +1,4 @@
-"""Notebook 03's pipelines (``helpers.lessons.tfdata_pipelines``, generated from its
+"""Notebook 03's pipelines (``helpers.lessons.nb03``, generated from its
 ``#@save`` cells) and the plumbing left in ``helpers.tfdata_pipelines``."""
 
 import os
@@ -18,7 +18,7 @@ def digits():
 
 @pytest.fixture(scope="module")
 def lesson(tf):
-    from helpers.lessons import tfdata_pipelines as lesson
+    from helpers.lessons import nb03 as lesson
 
     return lesson
 

@@ -8,7 +8,7 @@ from helpers import scale_out_profile
 
 def capture(*args, **kwargs):
     """Notebook 07's (imported when used: the lesson module imports TensorFlow)."""
-    from helpers.lessons.scale_out_profile import capture
+    from helpers.lessons.nb07 import capture
 
     return capture(*args, **kwargs)
 
@@ -77,14 +77,15 @@ def test_a_real_trace_marks_every_step_and_finds_its_input_waits(tf, tmp_path):
     space = xplane_pb2.XSpace()
     space.ParseFromString(path.read_bytes())
     host = next(plane for plane in space.planes if plane.name == "/host:CPU")
-    steps = list(scale_out_profile._events(host, lambda name: name == scale_out_profile.STEP_NAME))
+    steps = [(s, e) for s, e, *_ in scale_out_profile._events(
+        host, lambda name: name == scale_out_profile.STEP_NAME)]
     inputs = scale_out_profile.INPUT_EVENTS
-    waits = list(scale_out_profile._events(host, lambda name: name in inputs))
+    waits = [(s, e) for s, e, *_ in scale_out_profile._events(host, lambda name: name in inputs)]
     assert all(any(scale_out_profile._within(*w, [s]) for w in waits) for s in steps)
 
 
 def test_input_waits_make_a_trace_input_bound(tf, tmp_path):
-    from helpers.lessons.scale_out_profile import advice  # notebook 07's reading of a trace
+    from helpers.lessons.nb07 import advice  # notebook 07's reading of a trace
 
     steps = [(0, 10_000), (10_000, 20_000)]
     kernels = [

@@ -19,13 +19,13 @@ from tools import lessons
 #: Modules generated from a notebook's #@save cells import that notebook's engine, as the
 #: notebook does; every other module must import without TensorFlow and Keras.
 NEEDS_AN_ENGINE = {
-    "helpers.lessons.dcgan",
+    "helpers.lessons.nb04",
     "helpers.lessons.dcgan_networks",
-    "helpers.lessons.out_of_memory",
-    "helpers.lessons.scale_out_profile",
-    "helpers.lessons.tfdata_pipelines",
-    "helpers.lessons.tpu_keras_jax",
-    "helpers.lessons.tpu_pytorch_xla",
+    "helpers.lessons.nb06",
+    "helpers.lessons.nb07",
+    "helpers.lessons.nb03",
+    "helpers.lessons.nb08",
+    "helpers.lessons.nb09",
 }
 
 BLOCKED = """

@@ -1,21 +1,8 @@
-"""One source for code a notebook shows and others reuse: cells marked ``#@save``.
+"""Copy the notebooks' ``#@save`` cells into helpers/lessons: one source for reused code.
 
     python -m tools.lessons [--check]
 
-A code cell whose first line is ``#@save`` (d2l's convention) is lesson code that a later
-notebook, ``make bench`` or a test uses again. The learner reads and runs it in the notebook;
-this tool copies every such cell, in order, into ``helpers/lessons/<name>.py``, where ``<name>``
-is the notebook's name without its number (``04_dcgan.ipynb`` gives ``helpers.lessons.dcgan``).
-Edit the notebook, never the generated module, then run ``make lessons``.
-
-``#@save NAME`` saves a cell apart, into ``helpers/lessons/NAME.py``: code that a notebook
-without TensorFlow reuses (04's networks are Keras layers only, and 08 builds them on JAX). The
-notebook's own module imports those cells' names where the cells stood, so it still holds all
-of the notebook's lesson code.
-
-With ``--check`` nothing is written; the exit status is 1 if a generated module is missing,
-differs from its notebook's cells, or has no notebook left (``make test`` runs this, so the
-notebook and the module cannot drift apart).
+Each cell goes into ``helpers/lessons/nbNN.py``; a ``#@save NAME`` cell into ``NAME.py``.
 """
 
 from __future__ import annotations
@@ -37,6 +24,8 @@ notebook, then run ``make lessons``. ``make test`` fails if this file and the no
 """
 
 # ruff: noqa: E402
+
+{body}
 '''
 
 
@@ -44,39 +33,27 @@ class LessonError(ValueError):
     """A ``#@save`` cell that cannot become module code."""
 
 
-def module_name(notebook: str) -> str:
-    """``04_dcgan.ipynb`` -> ``dcgan``: the notebook's name without its number."""
-    stem = Path(notebook).stem
-    return re.sub(r"^\d+_", "", stem)
-
-
-def saved_cells(nb: dict) -> list[str]:
-    """The sources of the notebook's ``#@save`` code cells, marker line removed."""
-    return [source for _, source in marked_cells(nb)]
-
-
-def marked_cells(nb: dict) -> list[tuple[str | None, str]]:
-    """``(NAME or None, source)`` for each ``#@save [NAME]`` code cell, marker line removed."""
-    saved = []
+def marked_cells(nb: dict) -> list[tuple[str | None, str, str]]:
+    """``(NAME or None, source without its marker, the heading above)`` per ``#@save`` cell."""
+    saved, section = [], ""
     for cell in nb.get("cells", []):
-        if cell.get("cell_type") != "code":
-            continue
         source = "".join(cell.get("source", ""))
+        if cell.get("cell_type") == "markdown":  # the section: the last heading so far
+            section = next((line.lstrip("#").strip() for line in reversed(source.splitlines())
+                            if line.startswith("#")), section)
         first, _, rest = source.partition("\n")
-        if not re.match(r"#@save\b", first.strip()):
+        if cell.get("cell_type") != "code" or not re.match(r"#@save\b", first.strip()):
             continue
         marker = MARKER_RE.match(first.strip())
         if marker is None or (marker["name"] and not marker["name"].isidentifier()):
-            raise LessonError(f"cell {cell.get('id')}: write `#@save` or `#@save NAME`, NAME a "
-                              f"module name, not {first.strip()!r}")
+            raise LessonError(f"cell {cell.get('id')}: {first.strip()!r} is not `#@save NAME`")
         if any(line.lstrip().startswith(("%", "!")) for line in rest.splitlines()):
             raise LessonError(f"cell {cell.get('id')}: a #@save cell cannot use IPython magics")
-        saved.append((marker["name"], rest.strip("\n")))
+        saved.append((marker["name"], rest.strip("\n"), section))
     return saved
 
 
 def defined_names(source: str) -> list[str]:
-    """The names a cell defines at its top level (functions, classes, assignments)."""
     names = []
     for node in ast.parse(source).body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
@@ -88,12 +65,12 @@ def defined_names(source: str) -> list[str]:
 
 
 def modules_of(notebook: str, nb: dict) -> dict[str, list[str]]:
-    """Module name -> its cells' sources: the notebook's own module (each run of cells saved
-    apart becomes one import of their names), then one per ``#@save NAME``."""
-    own = module_name(notebook)
+    """Module name -> its cells: the notebook's own, then one per ``#@save NAME``."""
+    own = "nb" + notebook[:2]  # 04_dcgan.ipynb: nb04, named after the notebook's number
     parts: list[str | tuple[str, list[str]]] = []  # own cells, and (NAME, names) imports
     apart: dict[str, list[str]] = {}
-    for name, source in marked_cells(nb):
+    for name, source, section in marked_cells(nb):
+        source = f"# {notebook}, section {section!r}\n{source}" if section else source
         if name is None or name == own:
             parts.append(source)
             continue
@@ -103,10 +80,9 @@ def modules_of(notebook: str, nb: dict) -> dict[str, list[str]]:
             parts[-1][1].extend(names)  # the same run of cells: one import
         else:
             parts.append((name, names))
-    modules = {own: [p if isinstance(p, str) else imports(*p) for p in parts]}
     if not any(isinstance(p, str) for p in parts):
-        modules = {}  # nothing of its own: the modules saved apart are enough
-    return {**modules, **apart}
+        return apart  # nothing of its own: the modules saved apart are enough
+    return {own: [p if isinstance(p, str) else imports(*p) for p in parts], **apart}
 
 
 def imports(module: str, names: list[str]) -> str:
@@ -118,36 +94,20 @@ def imports(module: str, names: list[str]) -> str:
     return f"# saved apart, in helpers/lessons/{module}.py: they need no TensorFlow\n{line}"
 
 
-def render(notebook: str, cells: list[str]) -> str:
-    """The generated module's text for ``notebook``'s saved ``cells``."""
-    body = "\n\n\n".join(cells)
-    return HEADER.format(notebook=notebook) + "\n" + body + "\n"
-
-
 def is_generated(path: Path) -> bool:
     """Whether ``path`` was written by this tool (only those are ever replaced or removed)."""
     return path.read_text(encoding="utf-8").startswith('"""Lesson code shown in notebooks/')
 
 
-def expected(paths: list[Path], lessons: Path = LESSONS) -> dict[Path, str]:
-    """Generated module path -> its text, for every notebook that has ``#@save`` cells."""
-    modules = {}
-    for path in paths:
-        for name, cells in modules_of(path.name, notebook_json(path)).items():
-            target = lessons / f"{name}.py"
-            if target in modules:
-                raise LessonError(f"{path.name}: helpers/lessons/{name}.py is saved from two "
-                                  "notebooks")
-            modules[target] = render(path.name, cells)
-    return modules
-
-
 def sync(paths: list[Path], lessons: Path = LESSONS, check: bool = False) -> tuple[int, list[str]]:
-    """Bring ``lessons`` in line with the notebooks at ``paths`` (or, with ``check``, only say
-    what differs). Returns the exit status and one line per finding. Files this tool did not
-    generate are never replaced or removed."""
+    """Bring ``lessons`` in line with ``paths`` (``check``: only report): status and findings."""
+    wanted = {}  # generated module -> its text
     try:
-        wanted = expected(paths, lessons)
+        for path in paths:
+            for name, cells in modules_of(path.name, notebook_json(path)).items():
+                if (target := lessons / f"{name}.py") in wanted:
+                    raise LessonError(f"{path.name}: {target.name} is saved from two notebooks")
+                wanted[target] = HEADER.format(notebook=path.name, body="\n\n\n".join(cells))
     except LessonError as error:
         return 1, [str(error)]
     present = {p for p in lessons.glob("*.py") if p.name != "__init__.py"}
@@ -162,8 +122,7 @@ def sync(paths: list[Path], lessons: Path = LESSONS, check: bool = False) -> tup
         lines += [f"{p.name}: no notebook has #@save cells for it" for p in orphans]
         if stale or orphans:
             lines.append("Run `make lessons` and commit the result.")
-        status = 1 if stale or orphans or foreign else 0
-        return status, lines or [f"lessons: {len(wanted)} modules match their notebooks"]
+        return (1 if lines else 0), lines or [f"lessons: {len(wanted)} modules match notebooks"]
     lessons.mkdir(parents=True, exist_ok=True)
     for path in stale:
         path.write_text(wanted[path], encoding="utf-8")

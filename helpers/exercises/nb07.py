@@ -1,13 +1,11 @@
-"""Checks for notebook 07's exercises (scale out and profile).
-"""
+"""Checks for notebook 07's exercises (scale out and profile)."""
 
 from __future__ import annotations
 
-import numbers
 import tempfile
 from pathlib import Path
 
-from helpers.exercises import exercise, require
+from helpers.exercises import exercise, is_number, require
 
 
 @exercise("07.1", "resume from the latest checkpoint",
@@ -25,7 +23,7 @@ def resume(fn) -> str | None:
         checkpoint = tf.train.Checkpoint(step=step, weights=weights)
         got = fn(checkpoint, folder)  # nothing saved yet: a first start
         require(got)
-        if isinstance(got, bool) or not isinstance(got, numbers.Integral):
+        if not is_number(got):
             return (f"With no checkpoint yet it returned a {type(got).__name__}, not the step "
                     "to start from (an int).")
         if got != 0:
@@ -39,19 +37,19 @@ def resume(fn) -> str | None:
         weights.assign([0.0, 0.0])
         got = fn(checkpoint, folder)
         require(got)
-        restored = [float(w) for w in weights.numpy()]
-        if isinstance(got, bool) or not isinstance(got, numbers.Integral):
-            return f"It returned a {type(got).__name__}, not the step to start from (an int)."
-        if restored == [0.0, 0.0]:
-            return ("The weights are still those of a fresh start: restore the checkpoint "
-                    "(`checkpoint.restore(...)`), not only read its number.")
-        if restored != [3.0, -3.0]:
-            return (f"It restored the weights of step {int(restored[0] * 100)}, not those of the "
-                    "newest checkpoint (step 300): `tf.train.latest_checkpoint(directory)`.")
-        if got != 300:
-            why = (" That is the checkpoint's number in its name (ckpt-3), not the training "
-                   "step it saved." if got == 3 else "")
-            return f"It returned {got}, not 300, the step the newest checkpoint saved.{why}"
+    restored = [float(w) for w in weights.numpy()]
+    if not is_number(got):
+        return f"It returned a {type(got).__name__}, not the step to start from (an int)."
+    if restored == [0.0, 0.0]:
+        return ("The weights are still those of a fresh start: restore the checkpoint "
+                "(`checkpoint.restore(...)`), not only read its number.")
+    if restored != [3.0, -3.0]:
+        return (f"It restored the weights of step {int(restored[0] * 100)}, not those of the "
+                "newest checkpoint (step 300): `tf.train.latest_checkpoint(directory)`.")
+    if got != 300:
+        why = (" That is the checkpoint's number in its name (ckpt-3), not the training step it "
+               "saved." if got == 3 else "")
+        return f"It returned {got}, not 300, the step the newest checkpoint saved.{why}"
     return None
 
 
@@ -62,10 +60,9 @@ def resume(fn) -> str | None:
           right="You traced a real training step on this device, after its warm-up, with each "
                 "step marked, and read from the trace what to fix first: the loop to use on "
                 "your own model.")
-def profile_gan(fn) -> str | None:
+def profile_gan(fn, advice) -> str | None:
+    """``advice``: notebook 07's own reading of a trace, which the check cell passes."""
     import tensorflow as tf
-
-    from helpers.lessons.scale_out_profile import advice  # notebook 07's reading of a trace
 
     with tempfile.TemporaryDirectory() as folder:
         got = fn(folder, 3, 16)
@@ -73,9 +70,8 @@ def profile_gan(fn) -> str | None:
             tf.profiler.experimental.start(str(Path(folder) / "probe"))
         except Exception:  # noqa: BLE001  (TensorFlow says so with several error types)
             tf.profiler.experimental.stop()
-            return ("The profiler was still running after your function returned: stop it "
-                    "(`tf.profiler.experimental.stop()`, in a `finally`), or the next capture "
-                    "fails.")
+            return ("The profiler was still running after your function returned: stop it in a "
+                    "`finally` (`tf.profiler.experimental.stop()`), or the next capture fails.")
         tf.profiler.experimental.stop()
         require(got)
         if not isinstance(got, tuple) or len(got) != 2:
@@ -94,8 +90,7 @@ def profile_gan(fn) -> str | None:
         if "generator" not in names or "discriminator" not in names:
             return ("The trace holds no op of a generator and a discriminator: it is not "
                     "notebook 04's DCGAN step (build it with `build_gan` and `make_train_step`).")
-        want = advice(summary)[0]
-        if fix != want:
+        if fix != (want := advice(summary)[0]):
             return (f"For this trace the first fix is {want[:70]!r}..., not {str(fix)[:70]!r}: "
                     "return `advice(summary)[0]`.")
     return None

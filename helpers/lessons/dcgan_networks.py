@@ -6,6 +6,7 @@ notebook, then run ``make lessons``. ``make test`` fails if this file and the no
 
 # ruff: noqa: E402
 
+# 04_dcgan.ipynb, section 'The models and their optimizers'
 import keras
 from keras import layers
 
@@ -28,6 +29,7 @@ def tutorial_generator(noise_dim=100, channels=1, synchronized=False, tuned=True
     ], name="tutorial_generator")
 
 
+# 04_dcgan.ipynb, section 'The models and their optimizers'
 def tutorial_discriminator(shape=(28, 28, 1), dropout=0.3, tuned=True):
     """The TF tutorial's discriminator: two strided 5x5 convolutions with dropout, one logit.
     `tuned=False`: Keras's own dropout (the baseline); `dropout=0` removes the randomness."""
@@ -41,6 +43,7 @@ def tutorial_discriminator(shape=(28, 28, 1), dropout=0.3, tuned=True):
     ], name="tutorial_discriminator")
 
 
+# 04_dcgan.ipynb, section 'The models and their optimizers'
 def dcgan_generator(noise_dim=100, size=64, channels=3, width=64, synchronized=False,
                     fused=True):
     """The DCGAN generator: a 4x4 seed, then stride-2 4x4 transposed convolutions with batch
@@ -59,6 +62,7 @@ def dcgan_generator(noise_dim=100, size=64, channels=3, width=64, synchronized=F
     return keras.Sequential(stack, name=f"dcgan{size}_generator")
 
 
+# 04_dcgan.ipynb, section 'The models and their optimizers'
 def dcgan_discriminator(shape=(64, 64, 3), width=64, synchronized=False, fused=True):
     """The DCGAN discriminator: stride-2 4x4 convolutions, batch norm after all but the first,
     LeakyReLU(0.2), each halving the size down to 4x4; then one float32 logit."""
@@ -74,6 +78,7 @@ def dcgan_discriminator(shape=(64, 64, 3), width=64, synchronized=False, fused=T
     return keras.Sequential(stack, name=f"dcgan{shape[0]}_discriminator")
 
 
+# 04_dcgan.ipynb, section 'The models and their optimizers'
 def build_pair(architecture, shape, synchronized=False, dropout=0.3, fused_bn=True,
                fast_dropout=True, noise_dim=100):
     """(generator, discriminator) for images of `shape`: "tutorial" (28x28) or "dcgan" (32x32

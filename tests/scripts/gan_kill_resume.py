@@ -1,5 +1,5 @@
 """Train the tutorial DCGAN deterministically with notebook 04's own code
-(helpers.lessons.dcgan); used by tests/test_gan.py.
+(helpers.lessons.nb04); used by tests/test_gan.py.
 
     python gan_kill_resume.py RUN_DIR DIE_AT_STEP OUT.npz
 
@@ -23,7 +23,7 @@ tf.config.experimental.enable_op_determinism()
 import numpy as np  # noqa: E402
 
 from helpers import data  # noqa: E402
-from helpers.lessons import dcgan as lesson  # noqa: E402
+from helpers.lessons import nb04 as lesson  # noqa: E402
 
 run_dir, die_at, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 images = data.load("digits", limit=256, verbose=False)

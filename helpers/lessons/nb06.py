@@ -6,6 +6,7 @@ notebook, then run ``make lessons``. ``make test`` fails if this file and the no
 
 # ruff: noqa: E402
 
+# 06_out_of_memory.ipynb, section 'Configure memory first'
 import tensorflow as tf
 
 
@@ -19,6 +20,7 @@ def set_gpu_memory(gpus, limit_mb=0):
             tf.config.experimental.set_memory_growth(gpu, True)
 
 
+# 06_out_of_memory.ipynb, section 'Measure, per batch size, beside an estimate'
 import numpy as np
 
 
@@ -38,6 +40,7 @@ def estimate_mb(model, batch_size, optimizer_slots=2):
     return {**mib, "total": sum(mib.values())}
 
 
+# 06_out_of_memory.ipynb, section 'Reduce'
 def accumulated_gradients(model, loss_fn, x, y, micro_batch):
     """The gradient of the mean loss over x, computed micro_batch examples at a time."""
     total = len(x)

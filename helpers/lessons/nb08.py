@@ -6,6 +6,7 @@ notebook, then run ``make lessons``. ``make test`` fails if this file and the no
 
 # ruff: noqa: E402
 
+# 08_tpu_keras_jax.ipynb, section 'The DCGAN step, JAX style'
 import jax
 import keras
 
@@ -30,6 +31,7 @@ def make_losses(generator, discriminator):
     return d_loss, g_loss
 
 
+# 08_tpu_keras_jax.ipynb, section 'The DCGAN step, JAX style'
 def make_gan_step(generator, discriminator, g_opt, d_opt):
     d_loss, g_loss = make_losses(generator, discriminator)
 
@@ -48,6 +50,7 @@ def make_gan_step(generator, discriminator, g_opt, d_opt):
     return jax.jit(step, donate_argnums=0)
 
 
+# 08_tpu_keras_jax.ipynb, section 'The DCGAN step, JAX style'
 def build_gan(device_list, dropout=0.0):
     """Notebook 04's networks and optimizers on `device_list`, and the step's start state."""
     with keras.distribution.DataParallel(devices=device_list).scope():

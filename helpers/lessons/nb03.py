@@ -6,6 +6,7 @@ notebook, then run ``make lessons``. ``make test`` fails if this file and the no
 
 # ruff: noqa: E402
 
+# 03_tfdata_pipelines.ipynb, section 'The latency benchmark: what each optimisation buys'
 import tensorflow as tf
 
 
@@ -24,6 +25,7 @@ def latency_pipeline(files, read_file, decode, batch_size, *, prefetch=False, in
     return ds.prefetch(tf.data.AUTOTUNE) if prefetch else ds
 
 
+# 03_tfdata_pipelines.ipynb, section 'Real pipelines'
 def finish(ds, batch_size, *, shuffle=0, augment_fn=None, cache=True, prefetch=True, seed=0):
     """The common tail: cache, shuffle, augment, batch, prefetch."""
     if cache:
@@ -36,6 +38,7 @@ def finish(ds, batch_size, *, shuffle=0, augment_fn=None, cache=True, prefetch=T
     return ds.prefetch(tf.data.AUTOTUNE) if prefetch else ds
 
 
+# 03_tfdata_pipelines.ipynb, section 'Real pipelines'
 def augment(image, label, pad=2):
     shape = tf.shape(image)
     padded = tf.pad(image, [[pad, pad], [pad, pad], [0, 0]])
@@ -44,6 +47,7 @@ def augment(image, label, pad=2):
     return tf.cast(tf.clip_by_value(image, 0, 255), tf.uint8), label
 
 
+# 03_tfdata_pipelines.ipynb, section 'Real pipelines'
 def to_example(image, label):
     feature = {
         "image": tf.train.Feature(bytes_list=tf.train.BytesList(value=[image.tobytes()])),
@@ -61,6 +65,7 @@ def parse_fn(shape):
     return parse
 
 
+# 03_tfdata_pipelines.ipynb, section 'Real pipelines'
 import json
 from pathlib import Path
 
@@ -82,6 +87,7 @@ def write_tfrecords(x, y, directory, shards=4, compression=None):
     return manifest
 
 
+# 03_tfdata_pipelines.ipynb, section 'Real pipelines'
 def read_tfrecords(directory, batch_size, *, parallel=True, **tail):
     manifest = json.loads((Path(directory) / "manifest.json").read_text())
     paths = [str(Path(directory) / name) for name in sorted(manifest["files"])]
@@ -95,6 +101,7 @@ def read_tfrecords(directory, batch_size, *, parallel=True, **tail):
     return finish(ds, batch_size, **tail)
 
 
+# 03_tfdata_pipelines.ipynb, section 'Real pipelines'
 def image_folder(directory, image_size, channels, batch_size, *, parallel=True, **tail):
     class_names = sorted(p.name for p in Path(directory).iterdir() if p.is_dir())
     paths = sorted(str(p) for c in class_names for p in (Path(directory) / c).iterdir())
@@ -110,12 +117,14 @@ def image_folder(directory, image_size, channels, batch_size, *, parallel=True, 
     return finish(ds, batch_size, **tail), class_names
 
 
+# 03_tfdata_pipelines.ipynb, section 'Bad data: skipped, counted, reported'
 def count_examples(ds):
     """Examples in one pass over a batched ``(images, labels)`` dataset."""
     return int(ds.reduce(tf.constant(0, tf.int64),
                          lambda n, batch: n + tf.shape(batch[0], out_type=tf.int64)[0]))
 
 
+# 03_tfdata_pipelines.ipynb, section 'Is your model input-bound?'
 from helpers.tfdata_pipelines import judge  # plumbing: the verdict and advice, from the times
 from helpers.timing import epoch_timer  # plumbing: each epoch's seconds, from fit's callbacks
 
@@ -136,6 +145,7 @@ def input_bound(model, dataset, steps, epochs=3):
     return judge(seconds)  # pipeline / compute, steady-state medians, against the threshold
 
 
+# 03_tfdata_pipelines.ipynb, section 'Watching the GPU while it trains'
 import subprocess
 import threading
 

@@ -6,6 +6,7 @@ notebook, then run ``make lessons``. ``make test`` fails if this file and the no
 
 # ruff: noqa: E402
 
+# 07_scale_out_profile.ipynb, section 'Several devices on one machine: `MirroredStrategy`'
 import tensorflow as tf
 
 
@@ -17,6 +18,7 @@ def strategy_for(devices, count):
     return tf.distribute.MirroredStrategy(devices.names[:count], cross_device_ops=cross)
 
 
+# 07_scale_out_profile.ipynb, section 'Several devices on one machine: `MirroredStrategy`'
 from helpers.data_parallel import fit_classifier  # notebook 05's fit under a strategy, timed
 
 
@@ -37,11 +39,13 @@ def sweep(strategy_for, counts, x, y, per_replica_batch, epochs=3, progress=None
     return rows
 
 
+# 07_scale_out_profile.ipynb, section 'Several workers: `MultiWorkerMirroredStrategy`'
 def tf_config(addresses, index):
     """Worker `index`'s TF_CONFIG; on real machines the addresses are each one's host:port."""
     return {"cluster": {"worker": list(addresses)}, "task": {"type": "worker", "index": index}}
 
 
+# 07_scale_out_profile.ipynb, section 'Where the time goes: the profiler'
 import time
 
 import tensorflow as tf
@@ -64,12 +68,14 @@ def capture(step, steps, logdir, warmup=3):
     return scale_out_profile.trace_file(logdir, since=began)  # the .xplane.pb it wrote
 
 
+# 07_scale_out_profile.ipynb, section 'Where the time goes: the profiler'
 import re
 
 #: op types that do the heavy arithmetic (convolutions, matrix multiplies)
 HEAVY_OPS = re.compile(r"Conv|MatMul|Einsum|convolution|dot|gemm|cutlass|xmma", re.IGNORECASE)
 
 
+# 07_scale_out_profile.ipynb, section 'Where the time goes: the profiler'
 def advice(summary, input_bound=0.2, idle=0.3):
     """What a trace's figures say to fix, most important first."""
     lines = []

@@ -6,6 +6,7 @@ notebook, then run ``make lessons``. ``make test`` fails if this file and the no
 
 # ruff: noqa: E402
 
+# 04_dcgan.ipynb, section 'Data'
 import tensorflow as tf
 
 from helpers.dcgan import to_gan_range  # uint8 images to float32 in [-1, 1]
@@ -26,6 +27,7 @@ def epoch_batches(images, batch_size, seed=0):
     return make
 
 
+# 04_dcgan.ipynb, section 'Data'
 def run_batches(make_dataset, epochs, steps_per_epoch, step=0):
     """Epochs `step // steps_per_epoch` to `epochs` as one stream, starting at `step`."""
     first = step // steps_per_epoch
@@ -45,6 +47,7 @@ from helpers.lessons.dcgan_networks import (
 )
 
 
+# 04_dcgan.ipynb, section 'The models and their optimizers'
 import keras
 import tensorflow as tf
 
@@ -58,6 +61,7 @@ def make_optimizer(policy, learning_rate=2e-4, beta_1=0.5):
     return adam
 
 
+# 04_dcgan.ipynb, section 'The models and their optimizers'
 def build_gan(architecture, shape, policy, fused_bn=True, fast_dropout=True, seed=0):
     """Generator, discriminator and an optimizer for each, computing in `policy`."""
     previous = keras.mixed_precision.global_policy()
@@ -72,6 +76,7 @@ def build_gan(architecture, shape, policy, fused_bn=True, fast_dropout=True, see
     return generator, discriminator, *optimizers
 
 
+# 04_dcgan.ipynb, section 'The training step'
 cross_entropy = keras.losses.BinaryCrossentropy(from_logits=True)  # logits stay float32
 per_example = keras.losses.BinaryCrossentropy(from_logits=True, reduction=None)
 
@@ -93,6 +98,7 @@ def update(optimizer, tape, scaled_loss, model):
     optimizer.apply(grads, model.trainable_variables)  # unscales; skips inf/NaN gradients
 
 
+# 04_dcgan.ipynb, section 'The training step'
 def make_train_step(generator, discriminator, g_opt, d_opt, rng, d_steps=1, jit_compile=False):
     @tf.function(jit_compile=jit_compile)
     def train_step(real, fixed_noise=None):
@@ -113,6 +119,7 @@ def make_train_step(generator, discriminator, g_opt, d_opt, rng, d_steps=1, jit_
     return train_step
 
 
+# 04_dcgan.ipynb, section 'What each change buys: an ablation on this device'
 def tutorial_step(batch_size=256, noise_dim=100):
     """The TF tutorial's step as published: float32, Keras's layers, Adam(1e-4), no XLA."""
     keras.mixed_precision.set_global_policy("float32")
@@ -137,6 +144,7 @@ def tutorial_step(batch_size=256, noise_dim=100):
     return step
 
 
+# 04_dcgan.ipynb, section 'What each change buys: an ablation on this device'
 from helpers.timing import measure  # the harness: warm-up, device sync, median of repeats
 
 
@@ -163,6 +171,7 @@ def ablation(policy, use_xla, batch_size=256, repeats=10):
                                     work=batch_size).rate) for name, step in steps]
 
 
+# 04_dcgan.ipynb, section 'Checkpoints'
 import os
 import signal
 import time
@@ -184,6 +193,7 @@ def make_checkpoint(directory, step, rng, keep=3, **parts):
     return tf.train.CheckpointManager(checkpoint, str(directory), max_to_keep=keep)
 
 
+# 04_dcgan.ipynb, section 'Checkpoints'
 from helpers.errors import RunSettingsChanged, RunUnreadable  # errors shown as one line
 
 OTHER_VARIABLES = (tf.errors.InvalidArgumentError, ValueError, AssertionError)  # not damage
@@ -209,12 +219,14 @@ def restore(manager):
     return 0
 
 
+# 04_dcgan.ipynb, section 'Checkpoints'
 def save(run, step):
     run.step.assign(step)  # the host's count, into the checkpointed variable
     run.manager.save(checkpoint_number=step)  # then prunes the oldest beyond max_to_keep
     run.history.save()
 
 
+# 04_dcgan.ipynb, section 'Checkpoints'
 def start_run(settings, shape, scorer=None):
     """Everything a run needs, restored from its last checkpoint where there is one."""
     s = settings
@@ -236,6 +248,7 @@ def start_run(settings, shape, scorer=None):
                            generator=generator, discriminator=discriminator, step=step)
 
 
+# 04_dcgan.ipynb, section 'The training loop'
 def train(run, make_batches, epochs, steps_per_epoch, every=200, read_back=20, step_fn=None,
           deadline=None):
     step_fn = step_fn or run.train_step
@@ -262,6 +275,7 @@ def train(run, make_batches, epochs, steps_per_epoch, every=200, read_back=20, s
     return step
 
 
+# 04_dcgan.ipynb, section 'A disconnect, for real'
 from helpers import data
 
 

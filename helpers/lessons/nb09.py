@@ -6,6 +6,7 @@ notebook, then run ``make lessons``. ``make test`` fails if this file and the no
 
 # ruff: noqa: E402
 
+# 09_tpu_pytorch_xla.ipynb, section "Notebook 04's networks, in PyTorch"
 import torch
 from torch import nn
 
@@ -26,6 +27,7 @@ def make_generator(noise_dim=100):
         up(64, 1, 2), nn.Tanh())  # 1x28x28 in [-1, 1]
 
 
+# 09_tpu_pytorch_xla.ipynb, section "Notebook 04's networks, in PyTorch"
 def make_discriminator(dropout=0.3):
     return nn.Sequential(
         nn.Conv2d(1, 64, 5, 2, padding=2), nn.LeakyReLU(0.3), nn.Dropout(dropout),
@@ -33,6 +35,7 @@ def make_discriminator(dropout=0.3):
         nn.Flatten(), nn.Linear(128 * 7 * 7, 1))  # a logit per image: no Sigmoid
 
 
+# 09_tpu_pytorch_xla.ipynb, section 'The training step'
 bce = nn.BCEWithLogitsLoss()  # sigmoid and log together: safe in any precision
 
 def gan_losses(generator, discriminator, real, noise, bfloat16=True):
@@ -44,6 +47,7 @@ def gan_losses(generator, discriminator, real, noise, bfloat16=True):
     return d_loss, bce(fake_logits, ones)
 
 
+# 09_tpu_pytorch_xla.ipynb, section 'The training step'
 def train_step(generator, discriminator, g_opt, d_opt, real, noise, bfloat16=True):
     d_loss, g_loss = gan_losses(generator, discriminator, real, noise, bfloat16)
     g_params, d_params = list(generator.parameters()), list(discriminator.parameters())
