@@ -1,9 +1,5 @@
-"""Shared, tested code for the Fast TensorFlow Training notebooks.
-
-Importing this package first (before TensorFlow) turns TensorFlow's C++ log
-chatter down, so that a notebook's output is what the lesson shows; see
-:mod:`helpers.logs`. docs/maintainers.md's "Layout" says which module serves which notebook.
-"""
+"""Plumbing for the Fast TensorFlow Training notebooks (docs/maintainers.md's "Layout" says which
+module serves which notebook). Importing it first turns TensorFlow's C++ log chatter down."""
 
 from helpers import logs as _logs
 

@@ -1,11 +1,5 @@
-"""Image data sets: the real ones through Keras, or an announced offline fallback.
-
-MNIST, Fashion-MNIST and CIFAR-10 come from ``keras.datasets`` when they can be
-reached (or are already cached). Offline, or when ``COURSE_OFFLINE=1`` is set
-(the test suite sets it), the loader falls back to scikit-learn's bundled 8x8
-handwritten digits, resized and padded to the requested shape, or to generated
-images; it always says so on screen. It never substitutes silently.
-"""
+"""Image data sets: MNIST, Fashion-MNIST, CIFAR-10, or offline (``COURSE_OFFLINE=1``) an announced
+fallback (scikit-learn's bundled digits resized, or generated images), never a silent one."""
 
 from __future__ import annotations
 
@@ -20,57 +14,29 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-#: Real data sets: image shape, class names and the Keras loader's name.
-REAL = {
+REAL = {  # the real data sets: image shape and class names
     "mnist": {"shape": (28, 28, 1), "classes": [str(d) for d in range(10)]},
-    "fashion_mnist": {
-        "shape": (28, 28, 1),
-        "classes": [
-            "T-shirt/top",
-            "Trouser",
-            "Pullover",
-            "Dress",
-            "Coat",
-            "Sandal",
-            "Shirt",
-            "Sneaker",
-            "Bag",
-            "Ankle boot",
-        ],
-    },
-    "cifar10": {
-        "shape": (32, 32, 3),
-        "classes": [
-            "airplane",
-            "automobile",
-            "bird",
-            "cat",
-            "deer",
-            "dog",
-            "frog",
-            "horse",
-            "ship",
-            "truck",
-        ],
-    },
+    "fashion_mnist": {"shape": (28, 28, 1), "classes": [
+        "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag",
+        "Ankle boot"]},
+    "cifar10": {"shape": (32, 32, 3), "classes": [
+        "airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]},
 }
-#: Offline data sets, always available: bundled digits and generated shapes.
-OFFLINE = ("digits", "synthetic")
-DATASETS = tuple(REAL) + OFFLINE
+DATASETS = (*REAL, "digits", "synthetic")  # and the offline ones, always available
+OFFLINE_ENV = "COURSE_OFFLINE"
+#: The file ``keras.datasets.mnist`` downloads, and its SHA-256 (for notebook 09, without Keras).
+MNIST_URL = "https://storage.googleapis.com/tensorflow/tf-keras-datasets/mnist.npz"
+MNIST_SHA256 = "731c5ac602752760c8e48fbffcf8c3b850d9dc2a2aedcf2cc48468fc17b673d1"
 
 
 def shape_of(name) -> tuple:
-    """The image shape of data set ``name``: MNIST's for the offline sets, and for any value
-    that is no data set's name (a list, say), which the parameters cell then refuses."""
+    """The image shape of data set ``name`` (MNIST's for any other value, refused later)."""
     known = isinstance(name, str) and name in REAL
     return REAL[name if known else "mnist"]["shape"]
-OFFLINE_ENV = "COURSE_OFFLINE"
 
 
 @dataclass
-class ImageData:
-    """Train and test images (uint8, NHWC) with integer labels, and where they came from."""
-
+class ImageData:  # train and test images (uint8, NHWC), integer labels, and where they came from
     name: str
     x_train: np.ndarray
     y_train: np.ndarray
@@ -85,17 +51,9 @@ class ImageData:
     def shape(self) -> tuple[int, int, int]:
         return tuple(self.x_train.shape[1:])
 
-    def summary(self) -> str:
-        n_train, n_test = len(self.x_train), len(self.x_test)
-        return (
-            f"{self.name}: {n_train} train + {n_test} test images of {self.shape}, "
-            f"{len(self.class_names)} classes; source: {self.source}"
-        )
-
 
 def save(images: ImageData, path) -> Path:
-    """``images`` in one ``.npz`` file (arrays, names, source), for another process of the same
-    run to read with :func:`load_saved` instead of loading the data set again."""
+    """``images`` in one ``.npz`` file, for another process to read (:func:`load_saved`)."""
     np.savez(path, x_train=images.x_train, y_train=images.y_train, x_test=images.x_test,
              y_test=images.y_test, class_names=np.array(images.class_names),
              about=np.array([images.name, images.source]), fell_back=images.fell_back)
@@ -103,73 +61,47 @@ def save(images: ImageData, path) -> Path:
 
 
 def load_saved(path) -> ImageData:
-    """The :class:`ImageData` that :func:`save` wrote to ``path``."""
     with np.load(path, allow_pickle=False) as f:
         name, source = (str(v) for v in f["about"])
-        return ImageData(name=name, x_train=f["x_train"], y_train=f["y_train"],
-                         x_test=f["x_test"], y_test=f["y_test"],
-                         class_names=[str(c) for c in f["class_names"]], source=source,
-                         fell_back=bool(f["fell_back"]))
+        return ImageData(name, f["x_train"], f["y_train"], f["x_test"], f["y_test"],
+                         [str(c) for c in f["class_names"]], source, bool(f["fell_back"]))
 
 
-def offline_requested(environ=None) -> bool:
-    """True when ``COURSE_OFFLINE`` is set to 1/true/yes (the test suite sets it)."""
-    env = os.environ if environ is None else environ
-    return env.get(OFFLINE_ENV, "").strip().lower() in ("1", "true", "yes")
-
-
-def load(
-    name: str = "mnist",
-    *,
-    shape: tuple[int, int, int] | None = None,
-    limit: int | None = None,
-    offline: bool | None = None,
-    seed: int = 0,
-    verbose: bool = True,
-) -> ImageData:
-    """Load ``name`` (one of :data:`DATASETS`) as uint8 images, falling back when offline.
-
-    ``shape`` resizes the offline fallbacks (a real data set keeps its own
-    shape; default: the real data set's shape). ``limit`` keeps at most that
-    many training images (test images: a fifth of it). ``offline=True`` skips
-    the download; ``None`` follows ``COURSE_OFFLINE``.
-    """
+def load(name: str = "mnist", *, limit: int | None = None, verbose: bool = True) -> ImageData:
+    """``name`` as uint8 images (at most ``limit`` to train); falls back, saying so, offline."""
     if name not in DATASETS:
         raise ValueError(f"dataset={name!r} is unknown: use one of {', '.join(DATASETS)}")
-    if offline is None:
-        offline, why = offline_requested(), f"{OFFLINE_ENV}=1 is set"
+    shape = shape_of(name)
+    if name not in REAL:
+        data = _digits(shape) if name == "digits" else _synthetic(shape)
     else:
-        why = "offline=True was asked for"
-    target = shape or shape_of(name)
-    data = None
-    if name in REAL and not offline:
-        data, reason = _try_keras(name)
-    elif name in REAL:
-        reason = why
-    if data is None and name in REAL:
-        data = _fallback(target, seed, replacing=name)
-        data.notes.insert(0, f"Could not load {name} ({reason}).")
-    elif data is None:
-        data = _digits(target, seed) if name == "digits" else _synthetic(target, seed)
-    data = _limit(data, limit, seed)
+        offline = os.environ.get(OFFLINE_ENV, "").strip().lower() in ("1", "true", "yes")
+        data, reason = (None, f"{OFFLINE_ENV}=1 is set") if offline else _try_keras(name)
+        if data is None:
+            try:
+                data = _digits(shape)
+            except ImportError:  # no scikit-learn
+                data = _synthetic(shape)
+            data.name, data.fell_back = f"{data.name} (standing in for {name})", True
+            data.notes += [f"Could not load {name} ({reason}).",
+                           f"FELL BACK: using {data.source} instead of {name}; the labels are "
+                           f"{', '.join(data.class_names[:3])}, ..., not {name}'s classes."]
+    if limit is not None and limit < len(data.x_train):
+        rng = np.random.default_rng(0)
+        keep = rng.choice(len(data.x_train), size=limit, replace=False)
+        test_size = min(len(data.x_test), max(1, limit // 5))
+        keep_test = rng.choice(len(data.x_test), size=test_size, replace=False)
+        data.x_train, data.y_train = data.x_train[keep], data.y_train[keep]
+        data.x_test, data.y_test = data.x_test[keep_test], data.y_test[keep_test]
     if verbose:
-        for note in data.notes:
-            print(note)
-        print(data.summary())
+        print(*data.notes, f"{data.name}: {len(data.x_train)} train + {len(data.x_test)} test "
+              f"images of {data.shape}, {len(data.class_names)} classes; source: {data.source}",
+              sep="\n")
     return data
 
 
-#: The file ``keras.datasets.mnist`` downloads, and its SHA-256, for loading MNIST where Keras is
-#: not in use (notebook 09 runs PyTorch/XLA, and importing Keras there would start TensorFlow,
-#: or fail where it is missing).
-MNIST_URL = "https://storage.googleapis.com/tensorflow/tf-keras-datasets/mnist.npz"
-MNIST_SHA256 = "731c5ac602752760c8e48fbffcf8c3b850d9dc2a2aedcf2cc48468fc17b673d1"
-
-
 def _try_keras(name: str) -> tuple[ImageData | None, str]:
-    """The real data set, through ``keras.datasets`` where the notebook already imported Keras
-    (on its own backend); else, for MNIST, the same file downloaded without Keras. Never imports
-    an engine itself."""
+    """The real set through the notebook's ``keras.datasets`` (MNIST also without Keras)."""
     keras = sys.modules.get("keras")
     if keras is None and name != "mnist":
         return None, f"{name} loads through keras.datasets, and this notebook does not use Keras"
@@ -188,24 +120,14 @@ def _try_keras(name: str) -> tuple[ImageData | None, str]:
         socket.setdefaulttimeout(previous)
     if x_train.ndim == 3:
         x_train, x_test = x_train[..., None], x_test[..., None]
-    return (
-        ImageData(
-            name=name,
-            x_train=x_train,
-            y_train=y_train.reshape(-1).astype("int64"),
-            x_test=x_test,
-            y_test=y_test.reshape(-1).astype("int64"),
-            class_names=list(REAL[name]["classes"]),
-            source=source,
-        ),
-        "",
-    )
+    y_train, y_test = (y.reshape(-1).astype("int64") for y in (y_train, y_test))
+    classes = list(REAL[name]["classes"])
+    return ImageData(name, x_train, y_train, x_test, y_test, classes, source), ""
 
 
-def _mnist_without_keras(folder: Path | None = None):
-    """MNIST's arrays from ``mnist.npz``, downloaded once into Keras's own cache folder
-    (``~/.keras/datasets``), checked against its SHA-256, written whole or not at all."""
-    folder = folder or Path.home() / ".keras" / "datasets"
+def _mnist_without_keras():
+    """MNIST from ``mnist.npz``, downloaded once into Keras's cache and checked (SHA-256)."""
+    folder = Path.home() / ".keras" / "datasets"
     path = folder / "mnist.npz"
     if not path.exists() or hashlib.sha256(path.read_bytes()).hexdigest() != MNIST_SHA256:
         folder.mkdir(parents=True, exist_ok=True)
@@ -220,58 +142,35 @@ def _mnist_without_keras(folder: Path | None = None):
         return (f["x_train"], f["y_train"]), (f["x_test"], f["y_test"])
 
 
-def _fallback(shape, seed: int, replacing: str) -> ImageData:
-    try:
-        data = _digits(shape, seed)
-    except ImportError:
-        data = _synthetic(shape, seed)
-    data.name = f"{data.name} (standing in for {replacing})"
-    data.fell_back = True
-    data.notes.append(
-        f"FELL BACK: using {data.source} instead of {replacing}; "
-        f"the labels are {', '.join(data.class_names[:3])}, ..., not {replacing}'s classes."
-    )
-    return data
-
-
-def resize_and_pad(images: np.ndarray, shape, margin_fraction: float = 2 / 7) -> np.ndarray:
-    """Resize float images (N, h, w) in [0, 1] into ``shape`` as uint8, with an MNIST-like margin.
-
-    MNIST centres each 20x20 digit in a 28x28 frame (8/28 of the side is margin);
-    the same fraction is used here. Channels are repeated when ``shape`` has 3.
-    """
-    height, width, channels = shape
-    pad_y, pad_x = round(height * margin_fraction / 2), round(width * margin_fraction / 2)
-    inner = (width - 2 * pad_x, height - 2 * pad_y)
-    out = np.zeros((len(images), height, width), dtype=np.uint8)
-    for i, image in enumerate(images):
-        small = Image.fromarray(np.uint8(np.clip(image, 0, 1) * 255))
-        out[i, pad_y : pad_y + inner[1], pad_x : pad_x + inner[0]] = np.asarray(
-            small.resize(inner, Image.Resampling.BILINEAR)
-        )
-    return np.repeat(out[..., None], channels, axis=-1)
-
-
-def _split(name, x, y, classes, source, seed, test_fraction=1 / 6) -> ImageData:
-    order = np.random.default_rng(seed).permutation(len(x))
+def _split(name, x, y, classes, source) -> ImageData:
+    order = np.random.default_rng(0).permutation(len(x))
     x, y = x[order], y[order]
-    n_test = int(len(x) * test_fraction)
+    n_test = len(x) // 6
     return ImageData(name, x[n_test:], y[n_test:], x[:n_test], y[:n_test], classes, source)
 
 
-def _digits(shape, seed: int) -> ImageData:
-    from sklearn.datasets import load_digits  # bundled with scikit-learn, no download
+def _digits(shape) -> ImageData:
+    """scikit-learn's bundled 8x8 digits resized into ``shape`` (MNIST's margins)."""
+    from sklearn.datasets import load_digits
 
     digits = load_digits()
-    images = resize_and_pad(digits.images / 16.0, shape)
-    source = f"scikit-learn's bundled 8x8 digits, resized to {shape[0]}x{shape[1]}"
+    height, width, channels = shape
+    pad_y, pad_x = round(height / 7), round(width / 7)
+    inner = (width - 2 * pad_x, height - 2 * pad_y)
+    out = np.zeros((len(digits.images), height, width), dtype=np.uint8)
+    for i, image in enumerate(digits.images / 16.0):
+        small = Image.fromarray(np.uint8(np.clip(image, 0, 1) * 255))
+        resized = small.resize(inner, Image.Resampling.BILINEAR)
+        out[i, pad_y : pad_y + inner[1], pad_x : pad_x + inner[0]] = np.asarray(resized)
+    images = np.repeat(out[..., None], channels, axis=-1)
+    source = f"scikit-learn's bundled 8x8 digits, resized to {height}x{width}"
     labels = digits.target.astype("int64")
-    return _split("digits", images, labels, [str(d) for d in range(10)], source, seed)
+    return _split("digits", images, labels, [str(d) for d in range(10)], source)
 
 
-def _synthetic(shape, seed: int, count: int = 2400) -> ImageData:
+def _synthetic(shape, count: int = 2400) -> ImageData:
     """Generated images: class k is a bright square at one of 10 positions, plus noise."""
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(0)
     height, width, channels = shape
     labels = rng.integers(0, 10, size=count).astype("int64")
     images = rng.normal(0.1, 0.05, size=(count, height, width))
@@ -281,32 +180,14 @@ def _synthetic(shape, seed: int, count: int = 2400) -> ImageData:
         top = (row * 2 + 1) * height // 5 - side // 2 + rng.integers(-1, 2)
         left = col * width // 5 + rng.integers(0, 2)
         images[i, max(top, 0) : top + side, max(left, 0) : left + side] += 0.8
-    pixels = np.uint8(np.clip(images, 0, 1) * 255)
-    pixels = np.repeat(pixels[..., None], channels, axis=-1)
+    pixels = np.repeat(np.uint8(np.clip(images, 0, 1) * 255)[..., None], channels, axis=-1)
     classes = [f"square {k}" for k in range(10)]
-    return _split("synthetic", pixels, labels, classes, "generated squares (synthetic)", seed)
-
-
-def _limit(data: ImageData, limit: int | None, seed: int) -> ImageData:
-    if limit is None or limit >= len(data.x_train):
-        return data
-    rng = np.random.default_rng(seed)
-    keep = rng.choice(len(data.x_train), size=limit, replace=False)
-    keep_test = rng.choice(
-        len(data.x_test), size=min(len(data.x_test), max(1, limit // 5)), replace=False
-    )
-    data.x_train, data.y_train = data.x_train[keep], data.y_train[keep]
-    data.x_test, data.y_test = data.x_test[keep_test], data.y_test[keep_test]
-    return data
+    return _split("synthetic", pixels, labels, classes, "generated squares (synthetic)")
 
 
 def repeat_to(images: np.ndarray, labels: np.ndarray, count: int):
-    """Repeat a small data set up to ``count`` examples (for timing, not for accuracy).
-
-    Returns ``(images, labels, note)``; the note says what was done, or is empty.
-    """
+    """A small data set repeated up to ``count`` examples (for timing), and a note saying so."""
     if len(images) >= count:
         return images[:count], labels[:count], ""
     index = np.resize(np.arange(len(images)), count)
-    note = f"repeated {len(images)} images to {count} for timing"
-    return images[index], labels[index], note
+    return images[index], labels[index], f"repeated {len(images)} images to {count} for timing"

@@ -1,5 +1,4 @@
-"""Small display helpers: tables that read well in Colab and in plain text.
-"""
+"""Tables that read well in Colab (HTML) and in plain text, and a grid of images."""
 
 from __future__ import annotations
 
@@ -14,9 +13,8 @@ class Table:
     """A table shown as HTML in a notebook and as aligned text everywhere else."""
 
     def __init__(self, rows: Sequence[Sequence[object]], headers: Sequence[str], title: str = ""):
-        self.headers = [str(h) for h in headers]
-        self.rows = [[_cell(value) for value in row] for row in rows]
-        self.title = title
+        self.headers, self.title = [str(h) for h in headers], title
+        self.rows = [[f"{v:.3g}" if isinstance(v, float) else str(v) for v in row] for row in rows]
         for row in self.rows:
             if len(row) != len(self.headers):
                 raise ValueError(f"row {row} has {len(row)} cells, expected {len(self.headers)}")
@@ -26,16 +24,11 @@ class Table:
         return cls([[key, value] for key, value in mapping.items()], headers, title)
 
     def __repr__(self) -> str:
-        table = [self.headers, *self.rows]
-        widths = [max(len(row[i]) for row in table) for i in range(len(self.headers))]
-
-        def line(cells):
-            return "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
-
-        out = [self.title] if self.title else []
-        out += [line(self.headers), line(["-" * w for w in widths])]
-        out += [line(row) for row in self.rows]
-        return "\n".join(out)
+        widths = [max(map(len, column)) for column in zip(self.headers, *self.rows, strict=True)]
+        table = [self.headers, ["-" * w for w in widths], *self.rows]
+        lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+                 for row in table]
+        return "\n".join(([self.title] if self.title else []) + lines)
 
     def _repr_html_(self) -> str:
         head = "".join(f"<th style='text-align:left'>{html.escape(h)}</th>" for h in self.headers)
@@ -49,15 +42,8 @@ class Table:
         return f"<table>{caption}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _cell(value: object) -> str:
-    if isinstance(value, float):
-        return f"{value:.3g}"
-    return str(value)
-
-
 def image_grid(images, labels=None, class_names=None, count: int = 16, title: str = ""):
-    """Show the first ``count`` images (uint8 or float, NHWC) in a square grid; return the figure.
-    """
+    """The first ``count`` images (uint8 or float, NHWC) in a square grid, as a figure."""
     import matplotlib.pyplot as plt
 
     count = min(count, len(images))

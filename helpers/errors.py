@@ -1,45 +1,24 @@
-"""The course's errors and their messages, in one place.
-
-Each error's message says what happened and what to do, so that a notebook shows it as one
-line (no traceback): :func:`show_as_one_line` hands :data:`ONE_LINE_ERRORS` to IPython.
-:func:`invalid` builds every parameter error, so that each reads ``Invalid parameter
-name=value: what is allowed.``
-"""
+"""The course's errors and messages: each says what happened and what to do, shown as one line
+in a notebook; :func:`invalid` builds every parameter error."""
 
 from __future__ import annotations
 
-#: The one "too late" advice: device settings apply only before TensorFlow's first operation.
-TOO_LATE = (
-    "TensorFlow applies device settings only before its first operation, and this session has "
-    "already started its devices. Restart the kernel (Colab: Runtime > Restart session) and "
-    "run the notebook from the top."
-)
-
-#: What to do when TensorFlow cannot switch a GPU between a memory limit and memory growth.
-CANNOT_SWITCH = (
-    "TensorFlow cannot switch a GPU between a memory limit and memory growth in one process: "
-    "restart the kernel (Colab: Runtime > Restart session) to change it."
-)
-
-
-#: The restart advice when an engine read its settings before the notebook could set them.
-ENGINE_TOO_LATE = (
-    "{what} reads {setting} once, at its first import, and this kernel already imported it. "
-    "Restart the kernel (Colab: Runtime > Restart session) and run the notebook from its first "
-    "cell."
-)
+_RESTART = "Restart the kernel (Colab: Runtime > Restart session)"
+TOO_LATE = ("TensorFlow applies device settings only before its first operation, and this session "
+            f"has already started its devices. {_RESTART} and run the notebook from the top.")
+CANNOT_SWITCH = ("TensorFlow cannot switch a GPU between a memory limit and memory growth in one "
+                 "process: restart the kernel (Colab: Runtime > Restart session) to change it.")
 
 
 def engine_too_late(what: str, setting: str, in_force: str) -> str:
-    """The message of :class:`EngineError`: ``in_force`` and what to do."""
-    return f"{in_force}: " + ENGINE_TOO_LATE.format(what=what, setting=setting)
+    """The message of :class:`EngineError`: ``in_force``, then the restart advice."""
+    return (f"{in_force}: {what} reads {setting} once, at its first import, and this kernel "
+            f"already imported it. {_RESTART} and run the notebook from its first cell.")
 
 
-def too_late(asked: str, in_force: str, hint: str = "") -> str:
-    """The "too late" message: what was asked for, what is in force instead, what to do.
-
-    For example ``too_late("4 logical CPU devices", "TensorFlow already started with 1")``."""
-    return f"Asked for {asked}, but {in_force}. {TOO_LATE}{hint}"
+def too_late(asked: str, in_force: str) -> str:
+    """E.g. ``too_late("4 logical CPU devices", "TensorFlow already started with 1")``."""
+    return f"Asked for {asked}, but {in_force}. {TOO_LATE}"
 
 
 class ParameterError(ValueError):
@@ -47,8 +26,7 @@ class ParameterError(ValueError):
 
 
 def invalid(name: str, value: object, allowed: str) -> ParameterError:
-    """The one way to build a parameter error: its parameter, its value and what is allowed,
-    e.g. ``Invalid parameter epochs=0: allowed: an integer of at least 1.``"""
+    """The one way to build a parameter error: its parameter, its value and what is allowed."""
     return ParameterError(f"Invalid parameter {name}={value!r}: {allowed.rstrip('.')}.")
 
 
@@ -89,8 +67,7 @@ class ChildTimeout(TimeoutError):
 
 
 class EngineError(RuntimeError):
-    """This kernel already runs another engine than the notebook needs (Keras on another
-    backend, JAX started with other devices): only a restart changes that."""
+    """This kernel already runs another engine (or devices) than the notebook needs."""
 
 
 class RunUnreadable(RuntimeError):
@@ -102,69 +79,40 @@ class WorkFolderBusy(RuntimeError):
 
 
 class WorkersRefused(RuntimeError):
-    """Workers that listen on ports were not started: other machines could reach them here
-    (:func:`helpers.scale_out_profile.exposure`)."""
+    """Workers that listen on ports were not started: other machines could reach them here."""
 
 
 class RunSettingsChanged(RuntimeError):
-    """A run folder holds a run made with other settings than this one's: resuming it would
-    mix the two, so nothing is loaded and nothing is deleted."""
+    """A run folder holds a run made with other settings: nothing is loaded or deleted."""
 
 
 class ExerciseNotDone(RuntimeError):
-    """An exercise cell still holds its placeholder (``...``): raised by a check's
-    :func:`helpers.exercises.require`, and turned by :func:`helpers.exercises.check` into its
-    "not yet" line."""
-
     def __init__(self, message: str = "The exercise still holds its placeholder (`...`): "
                  "complete it, run it, then run its check."):
         super().__init__(message)
 
 
-#: Errors a notebook shows as their one line.
-ONE_LINE_ERRORS: tuple[type[BaseException], ...] = (
-    ParameterError,
-    LateConfigurationError,
-    AcceleratorUnavailable,
-    NoTensorFlowError,
-    MemoryBudgetExceeded,
-    ChildOutOfMemory,
-    ChildDied,
-    ChildTimeout,
-    EngineError,
-    RunSettingsChanged,
-    WorkFolderBusy,
-    WorkersRefused,
-    RunUnreadable,
-    ExerciseNotDone,
+ONE_LINE_ERRORS: tuple[type[BaseException], ...] = (  # what a notebook shows as its one line
+    ParameterError, LateConfigurationError, AcceleratorUnavailable, NoTensorFlowError,
+    MemoryBudgetExceeded, ChildOutOfMemory, ChildDied, ChildTimeout, EngineError,
+    RunSettingsChanged, WorkFolderBusy, WorkersRefused, RunUnreadable, ExerciseNotDone,
 )
 
 
 def _one_line(shell, etype, evalue, tb, tb_offset=None):
-    """IPython custom exception handler: report the error as one line, no traceback.
-
-    IPython ignores what a custom handler returns when code fails, so it sends
-    the error itself (the cell still fails, and papermill stops there).
-    """
+    """IPython's custom exception handler: the error as one line (the cell still fails)."""
     line = f"{etype.__name__}: {evalue}"
-    show = getattr(shell, "_showtraceback", None)
-    if show is not None:
-        show(etype, evalue, [line])
-    else:
-        print(line)
+    shell._showtraceback(etype, evalue, [line])
     return [line]
 
 
 def show_as_one_line() -> bool:
-    """In IPython, show :data:`ONE_LINE_ERRORS` as their one line (the cell still fails);
-    elsewhere do nothing. Called where they are raised first (:func:`helpers.params.validate`,
-    the engine checks), never at import. Returns whether a shell took it."""
+    """In IPython, show :data:`ONE_LINE_ERRORS` as one line; returns whether a shell took it."""
     try:
         from IPython import get_ipython
     except ImportError:  # plain Python: tracebacks stay
         return False
     shell = get_ipython()
-    if shell is None:
-        return False
-    shell.set_custom_exc(ONE_LINE_ERRORS, _one_line)
-    return True
+    if shell is not None:
+        shell.set_custom_exc(ONE_LINE_ERRORS, _one_line)
+    return shell is not None

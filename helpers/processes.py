@@ -1,22 +1,8 @@
-"""Fresh processes that start with TensorFlow already imported (notebooks 06 and 07).
-
-Importing TensorFlow takes about 15 CPU seconds on a 2-core machine, and notebook 06's memory
-trials and notebook 07's workers each need a process of their own. They come from one fork
-server (``multiprocessing``'s ``forkserver``): a process that imports :data:`PRELOAD` once,
-when it starts, and forks each child from there. A child is still fresh where it matters: its
-TensorFlow was imported but never started (no device listed, no memory setting, no thread of
-the kernel's), so it sets ``CUDA_VISIBLE_DEVICES``, ``TF_CONFIG`` and its memory limits as a new
-``python`` process would. Where there is no fork server (Windows), children are spawned.
-
-The server lives as long as the process that started it; a module that is missing (no
-TensorFlow on a TPU runtime) is skipped by the server. At exit, ``multiprocessing`` waits for
-every child still running: a module that starts children and imports this one registers its own
-``atexit`` hook afterwards, which runs first (hooks run last-registered first) and ends them.
-
-A :class:`Host` does what the fork server does for children that listen on ports (notebook 07's
-workers): it first moves into a network namespace of its own whose only interface is loopback,
-where the machine allows one, so that no other machine can reach what its children listen on.
-"""
+"""Fresh processes with TensorFlow imported but never started (06's trials, 07's workers),
+forked by a fork server that imported :data:`PRELOAD` once (:func:`context`), or, for children
+that listen on ports, by a :class:`Host` in a network namespace whose only interface is loopback.
+A module that starts children registers its ``atexit`` hook after importing this one, so that it
+ends them before ``multiprocessing`` waits for them."""
 
 from __future__ import annotations
 
@@ -56,10 +42,8 @@ def context():
 
 
 def start_script(script, args: list[str], env: dict[str, str], log) -> multiprocessing.Process:
-    """Start ``python script *args`` in a child (:func:`context`) with exactly the environment
-    ``env``, its output (and TensorFlow's) in the file ``log``, in a process group of its own
-    (so that killing the group ends whatever it started, and Jupyter's interrupt stays with the
-    kernel). Its ``exitcode`` is the script's exit status, or ``-9`` when it was SIGKILLed."""
+    """Start ``python script *args`` in a child (:func:`context`) with exactly ``env``, its
+    output in the file ``log``, in a process group of its own (killing it ends all it started)."""
     child = context().Process(target=_run_script, args=(str(script), list(args), dict(env),
                                                         str(log)), daemon=False)
     child.start()
@@ -80,25 +64,22 @@ def _run_script(script: str, args: list[str], env: dict[str, str], log: str) -> 
     runpy.run_path(script, run_name="__main__")
 
 
-def follow_launcher(interval_s: float = 1.0) -> threading.Thread | None:
-    """In a child (07's workers, 04's training process): end this process (SIGKILL) as soon as
-    the process that launched it is gone, for a launcher killed outright (which runs no
-    cleanup). Returns the watching thread, or None when no launcher set :data:`LAUNCHER_ENV`."""
+def follow_launcher(interval_s: float = 1.0) -> None:
+    """In a child (07's workers, 04's training process): SIGKILL this process (and its group)
+    as soon as its launcher (:data:`LAUNCHER_ENV`) is gone."""
     launcher = os.environ.get(LAUNCHER_ENV)
     if not launcher:
-        return None
+        return
     launcher_pid, parent = int(launcher), os.getppid()  # the launcher, or its fork server
 
-    def gone() -> bool:
-        if os.getppid() != parent:  # re-parented: the process that started it died
-            return True
+    def gone() -> bool:  # the launcher ended, or the process that started this one (re-parented)
         try:
             os.kill(launcher_pid, 0)
         except ProcessLookupError:
             return True
-        except PermissionError:
+        except PermissionError:  # alive, another user's
             pass
-        return False
+        return os.getppid() != parent
 
     def watch() -> None:
         while not gone():
@@ -107,9 +88,7 @@ def follow_launcher(interval_s: float = 1.0) -> threading.Thread | None:
             os.killpg(os.getpid(), signal.SIGKILL)
         os.kill(os.getpid(), signal.SIGKILL)
 
-    thread = threading.Thread(target=watch, name="follow-launcher", daemon=True)
-    thread.start()
-    return thread
+    threading.Thread(target=watch, name="follow-launcher", daemon=True).start()
 
 
 # -- a host for children that listen on ports ----------------------------------------------------
@@ -121,9 +100,8 @@ _SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
 
 
 def enter_own_network() -> str | None:
-    """Move this process (Linux; it must have one thread) into a network namespace of its own
-    and bring up its loopback interface: None when done, else why not. Decided by trying it,
-    then by the fact that counts: the only interface this process can see is loopback."""
+    """Move this process (Linux, one thread) into a network namespace of its own with its
+    loopback up: None when done, and its only interface is loopback; else why not."""
     uid, gid = os.getuid(), os.getgid()
     try:
         libc = ctypes.CDLL(None, use_errno=True)
@@ -145,8 +123,7 @@ def enter_own_network() -> str | None:
 
 
 class Child:
-    """A process a :class:`Host` forked, read as a ``multiprocessing.Process``: ``pid``,
-    ``exitcode`` (None while it runs; ``-9`` when SIGKILLed), ``join()`` and ``kill()``."""
+    """A process a :class:`Host` forked, read as a ``multiprocessing.Process``."""
 
     def __init__(self, pid: int):
         self.pid, self.exitcode, self._ended = pid, None, threading.Event()
@@ -164,26 +141,21 @@ class Child:
 
 
 class Host:
-    """A process that imports :data:`PRELOAD` once and forks each child asked of it, as the fork
-    server does, but first enters a network namespace of its own (:func:`enter_own_network`):
-    ``isolated`` says whether it did, ``refused`` why not (then it has ended, and starts
-    nothing). Its children's pids are this machine's; it ends them, and itself, when the
-    process that made it is gone (its stdin closes)."""
+    """A fork server in a network namespace of its own (``isolated``; else ``refused`` says why,
+    and it has ended); it ends its children, and itself, when the process that made it is gone."""
 
     def __init__(self):
         code = f"from helpers.processes import _serve; _serve({PRELOAD!r})"
         root = str(Path(__file__).resolve().parent.parent)  # where this helpers is
         path = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
-        self._process = subprocess.Popen(
-            [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            text=True, env={**os.environ, "PYTHONPATH": path},
-        )
+        self._process = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, text=True,
+                                         env={**os.environ, "PYTHONPATH": path})
         said = json.loads(self._process.stdout.readline() or '{"refused": "the host failed"}')
         self.refused: str | None = said["refused"]
         self.isolated = self.refused is None
         self._children: dict[int, Child] = {}
-        self._replies: queue.Queue = queue.Queue()
-        self._asking = threading.Lock()
+        self._replies, self._asking = queue.Queue(), threading.Lock()
         threading.Thread(target=self._read, name="host-reader", daemon=True).start()
 
     def _read(self) -> None:
@@ -226,12 +198,10 @@ class Host:
 
 
 def _serve(preload: list[str]) -> None:
-    """The program of a :class:`Host`: one JSON line per request on stdin, one per answer
-    (and per child that ends) on stdout."""
+    """A :class:`Host`'s program: a JSON line per request on stdin, per answer on stdout."""
 
     def say(message: dict) -> None:
-        sys.stdout.write(json.dumps(message) + "\n")
-        sys.stdout.flush()
+        print(json.dumps(message), flush=True)
 
     refused = enter_own_network()
     say({"refused": refused})
@@ -286,11 +256,8 @@ def _forked(request: dict) -> None:
 
 def free_ports(count: int) -> list[int]:
     """``count`` TCP ports free in this process's network now."""
-    sockets = [socket.socket() for _ in range(count)]
-    try:
+    with contextlib.ExitStack() as stack:
+        sockets = [stack.enter_context(socket.socket()) for _ in range(count)]
         for s in sockets:
             s.bind(("localhost", 0))
         return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()

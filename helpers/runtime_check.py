@@ -1,31 +1,15 @@
-"""Plumbing of notebook 01 (runtime check): the table of outdated GPU-setup advice and what this
-runtime says of each.
-
-Advice from blog posts that today's TensorFlow removed, and what replaced it.
-
-Each row carries a probe run against the TensorFlow in this runtime, so the
-notebook shows, live, that the old call is gone. Source of the facts:
-TF 2.21 / Keras 3 release notes (summarised in the course's reference notes), and
-Keras 3's own errors: the ``ModelCheckpoint`` and ``fit`` probes call the real API.
-"""
+"""Plumbing of notebook 01 (runtime check): GPU-setup advice from blog posts that TensorFlow and
+Keras 3 removed, what replaced it, and a probe of each against this runtime (calling the API)."""
 
 from __future__ import annotations
 
 import importlib.metadata
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 
 from helpers import data, devices
 from helpers.params import integer, one_of, validate
-
-
-@dataclass
-class Migration:
-    old: str
-    new: str
-    probe: Callable[[], str]  # what this runtime says about the old call
 
 
 def _has(path: str) -> Callable[[], str]:
@@ -46,14 +30,11 @@ def _has(path: str) -> Callable[[], str]:
     return probe
 
 
-def _pip_package(name: str) -> Callable[[], str]:
-    def probe() -> str:
-        try:
-            return f"installed ({importlib.metadata.version(name)})"
-        except importlib.metadata.PackageNotFoundError:
-            return "not installed (good)"
-
-    return probe
+def _tensorflow_gpu() -> str:
+    try:
+        return f"installed ({importlib.metadata.version('tensorflow-gpu')})"
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed (good)"
 
 
 def _gpu_device_name() -> str:
@@ -88,63 +69,39 @@ def _fit_workers() -> str:
     return "still accepted"
 
 
-def _not_checkable() -> str:
-    return "n/a (depends on the runtime)"
-
-
-MIGRATIONS = [
-    Migration(
-        "pip install tensorflow-gpu",
-        "pip install 'tensorflow[and-cuda]' (Linux); on Colab keep the preinstalled TF",
-        _pip_package("tensorflow-gpu"),
-    ),
-    Migration(
-        "tf.keras.mixed_precision.experimental.set_policy(...)",
-        "keras.mixed_precision.set_global_policy('mixed_float16' or 'mixed_bfloat16')",
-        _has("keras.mixed_precision.experimental"),
-    ),
-    Migration(
-        "keras.utils.multi_gpu_model(model, gpus=N)",
-        "tf.distribute.MirroredStrategy(); build and compile inside strategy.scope()",
-        _has("keras.utils.multi_gpu_model"),
-    ),
-    Migration(
-        "tf.ConfigProto(gpu_options=...allow_growth=True)",
-        "tf.config.experimental.set_memory_growth(gpu, True), before the first op",
-        _has("tf.ConfigProto"),
-    ),
-    Migration(
-        "tf.test.gpu_device_name() / tf.test.is_gpu_available()",
-        "tf.config.list_physical_devices('GPU')",
-        _gpu_device_name,
-    ),
-    Migration(
-        "optimizer.get_scaled_loss(loss)",
-        "keras.optimizers.LossScaleOptimizer: opt.scale_loss(loss), then opt.apply(grads)",
-        _has("keras.optimizers.LossScaleOptimizer.get_scaled_loss"),
-    ),
-    Migration(
-        "ModelCheckpoint('cp.ckpt', save_weights_only=True)",
-        "a filepath ending in .weights.h5 with save_weights_only=True; .keras for a full model",
-        _checkpoint_weights_path,
-    ),
-    Migration(
-        "model.fit(..., workers=4, use_multiprocessing=True)",
-        "tf.data (notebook 03), or a keras.utils.PyDataset whose __init__ calls "
-        "super().__init__(workers=4, use_multiprocessing=True)",
-        _fit_workers,
-    ),
-    Migration(
-        "TPUClusterResolver() on Colab",
-        "TPUClusterResolver(tpu='local') on Colab; TPUClusterResolver() on Kaggle",
-        _not_checkable,
-    ),
+MIGRATIONS = [  # (seen in blog posts, what replaced it, what this runtime does with the old)
+    ("pip install tensorflow-gpu",
+     "pip install 'tensorflow[and-cuda]' (Linux); on Colab keep the preinstalled TF",
+     _tensorflow_gpu),
+    ("tf.keras.mixed_precision.experimental.set_policy(...)",
+     "keras.mixed_precision.set_global_policy('mixed_float16' or 'mixed_bfloat16')",
+     _has("keras.mixed_precision.experimental")),
+    ("keras.utils.multi_gpu_model(model, gpus=N)",
+     "tf.distribute.MirroredStrategy(); build and compile inside strategy.scope()",
+     _has("keras.utils.multi_gpu_model")),
+    ("tf.ConfigProto(gpu_options=...allow_growth=True)",
+     "tf.config.experimental.set_memory_growth(gpu, True), before the first op",
+     _has("tf.ConfigProto")),
+    ("tf.test.gpu_device_name() / tf.test.is_gpu_available()",
+     "tf.config.list_physical_devices('GPU')", _gpu_device_name),
+    ("optimizer.get_scaled_loss(loss)",
+     "keras.optimizers.LossScaleOptimizer: opt.scale_loss(loss), then opt.apply(grads)",
+     _has("keras.optimizers.LossScaleOptimizer.get_scaled_loss")),
+    ("ModelCheckpoint('cp.ckpt', save_weights_only=True)",
+     "a filepath ending in .weights.h5 with save_weights_only=True; .keras for a full model",
+     _checkpoint_weights_path),
+    ("model.fit(..., workers=4, use_multiprocessing=True)",
+     "tf.data (notebook 03), or a keras.utils.PyDataset whose __init__ calls "
+     "super().__init__(workers=4, use_multiprocessing=True)", _fit_workers),
+    ("TPUClusterResolver() on Colab",
+     "TPUClusterResolver(tpu='local') on Colab; TPUClusterResolver() on Kaggle",
+     lambda: "n/a (depends on the runtime)"),
 ]
 
 
 def migration_rows() -> list[list[str]]:
     """Rows of (seen in posts, use today, what this runtime says)."""
-    return [[m.old, m.new, m.probe()] for m in MIGRATIONS]
+    return [[old, new, probe()] for old, new, probe in MIGRATIONS]
 
 
 def check_parameters(*, accelerator, matmul_size, dataset, sample_images):

@@ -1,10 +1,6 @@
-"""Plumbing for notebook 08 (TPUs with Keras 3 on JAX): the engine check, the batch rules,
-the device description and the 1-versus-N table. The lesson's code (``DataParallel``, ``fit``,
-the stateless DCGAN step) is in the notebook's cells.
-
-Nothing here imports TensorFlow: notebook 08 runs where it is not installed (Colab's TPU
-runtimes). Keras and JAX are imported only inside the functions, after the notebook's first
-cell has chosen the backend and the devices.
+"""Plumbing of notebook 08 (TPUs with Keras 3 on JAX; the lesson is its cells): the engine check,
+parameter checks, the device line and the 1-versus-N table. No TensorFlow (Colab's TPU runtimes
+lack it); Keras and JAX are imported in the functions, after the notebook's first cell.
 """
 
 from __future__ import annotations
@@ -16,14 +12,10 @@ from helpers.data_parallel import batch_rule, largest_difference
 from helpers.errors import EngineError, engine_too_late, show_as_one_line
 from helpers.params import all_of, boolean, enough_images, integer, validate
 
-__all__ = ["batch_rule", "comparison_rows", "describe", "require_jax_backend"]
-
 
 def require_jax_backend() -> None:
-    """Raise :class:`EngineError` (one line) unless Keras runs on JAX in this kernel.
-
-    Keras reads ``KERAS_BACKEND`` once, at its first import: a kernel that imported Keras
-    before the notebook's first cell keeps the other backend until it restarts."""
+    """Raise :class:`EngineError` (one line) unless Keras runs on JAX in this kernel: Keras reads
+    ``KERAS_BACKEND`` once, at its first import, and keeps that backend until a restart."""
     keras = sys.modules.get("keras")
     backend = keras.backend.backend() if keras else os.environ.get("KERAS_BACKEND", "")
     if backend != "jax":
@@ -44,11 +36,9 @@ def describe(devices) -> str:
 
 def comparison_rows(models: dict, reference: str) -> list[list[str]]:
     """Rows of the 1-versus-N table: per model, each run against ``reference``."""
-    return [
-        [model, name, f"{d['loss']:.2e}", f"{d['weights']:.2e}", f"{d.get('update', 0):.2e}"]
-        for model, results in models.items()
-        for name, d in largest_difference(results, reference).items()
-    ]
+    return [[model, name, f"{d['loss']:.2e}", f"{d['weights']:.2e}", f"{d.get('update', 0):.2e}"]
+            for model, results in models.items()
+            for name, d in largest_difference(results, reference).items()]
 
 
 def check_parameters(*, global_batch_size, epochs, steps_per_execution, gan_steps, max_images,

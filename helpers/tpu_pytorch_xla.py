@@ -1,10 +1,6 @@
-"""Plumbing for notebook 09 (TPUs with PyTorch/XLA): rules for its parameters, the device
-description, the checkpoint files of a run and the check of its settings, the 1-versus-N table,
-and the old posts' calls probed against this runtime. The lesson's code (the networks, the
-step, SPMD, the loader, saving and resuming) is in the notebook's cells.
-
-Nothing here imports TensorFlow or Keras; ``torch`` and ``torch_xla`` are imported inside the
-functions, after the notebook's first cell has chosen the devices.
+"""Plumbing of notebook 09 (TPUs with PyTorch/XLA; the lesson is its cells): parameter checks,
+the device line, the run's checkpoint files, the 1-versus-N table, the old posts' calls probed
+here. No TensorFlow; torch_xla is imported in the functions, after the notebook's first cell.
 """
 
 from __future__ import annotations
@@ -18,12 +14,7 @@ import numpy as np
 from helpers.data_parallel import batch_rule, largest_difference
 from helpers.errors import RunUnreadable
 from helpers.params import all_of, boolean, enough_images, folder, integer, validate
-from helpers.workdirs import same_settings
-
-__all__ = [
-    "batch_rule", "checkpoints", "comparison_rows", "describe", "keep_newest",
-    "none_unreadable", "old_and_new", "same_settings", "weights",
-]
+from helpers.workdirs import same_settings as same_settings  # notebook 09 checks its run with it
 
 CHECKPOINT = re.compile(r"^step-(\d{7})\.pt$")
 
@@ -42,10 +33,8 @@ def weights(*models) -> list[np.ndarray]:
 
 def comparison_rows(results: dict, reference: str) -> list[list[str]]:
     """Rows of the 1-versus-N table: each run against ``reference``."""
-    return [
-        [name, f"{d['loss']:.2e}", f"{d['weights']:.2e}", f"{d.get('update', 0):.2e}"]
-        for name, d in largest_difference(results, reference).items()
-    ]
+    return [[name, f"{d['loss']:.2e}", f"{d['weights']:.2e}", f"{d.get('update', 0):.2e}"]
+            for name, d in largest_difference(results, reference).items()]
 
 
 def checkpoints(run: Path) -> list[Path]:
@@ -54,11 +43,9 @@ def checkpoints(run: Path) -> list[Path]:
 
 
 def keep_newest(run: Path, keep: int = 3, upto: int | None = None) -> list[Path]:
-    """Delete all but the ``keep`` newest checkpoints of the run (only files of that name) up to
-    step ``upto``, the one just saved; return what was deleted. Called after a save has
-    completed, never before; a checkpoint of a later step (another run's) is never counted."""
-    mine = [p for p in checkpoints(run)
-            if upto is None or int(CHECKPOINT.match(p.name)[1]) <= upto]
+    """Delete (and return) all but the ``keep`` newest checkpoint files up to step ``upto``, the
+    one just saved (after the save, never before); a later step's (another run's) never counts."""
+    mine = [p for p in checkpoints(run) if upto is None or int(CHECKPOINT.match(p.name)[1]) <= upto]
     old = mine[:-keep]
     for path in old:
         path.unlink()
@@ -69,15 +56,9 @@ def none_unreadable(run: Path) -> None:
     """Raise :class:`RunUnreadable` (one line, nothing deleted) if ``run`` holds checkpoints
     and none of them could be read: a new run there would bury them."""
     if found := checkpoints(run):
-        raise RunUnreadable(
-            f"{run} holds {len(found)} checkpoint(s) and none could be read (newest: "
-            f"{found[-1].name}); nothing was deleted. Use another run_dir for a new run, or "
-            "fresh_start=True to replace them."
-        )
-
-
-def _has(module, name: str) -> bool:
-    return hasattr(module, name)
+        raise RunUnreadable(f"{run} holds {len(found)} checkpoint(s) and none could be read "
+                            f"(newest: {found[-1].name}); nothing was deleted. Use another "
+                            "run_dir for a new run, or fresh_start=True to replace them.")
 
 
 def old_and_new() -> list[list[str]]:
@@ -94,7 +75,7 @@ def old_and_new() -> list[list[str]]:
         scaler = "torch_xla.amp.GradScaler still imports"
     except ImportError:
         scaler = "torch_xla.amp.GradScaler: ImportError"
-    gone = "gone" if not _has(xm, "xrt_world_size") else "still there"
+    gone = "gone" if not hasattr(xm, "xrt_world_size") else "still there"
     return [
         ["curl ... env-setup.py; python env-setup.py --version ...",
          "Colab's and Kaggle's TPU images ship torch_xla; elsewhere pip install the same "
@@ -106,9 +87,9 @@ def old_and_new() -> list[list[str]]:
         ["xm.optimizer_step(optimizer)",
          "SPMD: optimizer.step(), the compiler sums the gradients; multi-process "
          "(torch_xla.launch): xm.optimizer_step still all-reduces them",
-         f"xm.optimizer_step: {'there' if _has(xm, 'optimizer_step') else 'gone'}"],
+         f"xm.optimizer_step: {'there' if hasattr(xm, 'optimizer_step') else 'gone'}"],
         ["xm.mark_step()", "torch_xla.sync()",
-         f"torch_xla.sync: {'there' if _has(torch_xla, 'sync') else 'missing'}"],
+         f"torch_xla.sync: {'there' if hasattr(torch_xla, 'sync') else 'missing'}"],
         ["a GradScaler with bfloat16", "none: bfloat16 keeps float32's exponent range; "
          "torch.autocast('xla', dtype=torch.bfloat16) alone", scaler],
         ["nn.Sigmoid() + nn.BCELoss() under low precision",

@@ -1,28 +1,6 @@
-"""Work folders a notebook may empty: only the ones it made itself.
-
-A notebook that writes files (TFRecords, checkpoints, traces) gets its folder from
-:func:`prepare`. A folder it creates holds a marker file, :data:`MARKER`; only a folder with
-that marker is ever emptied. A folder that exists, holds files and has no marker belongs to
-someone else: the notebook refuses it with one line (a :class:`~helpers.errors.ParameterError`
-naming the parameter, its value and what is allowed) and deletes nothing. Neither is the
-working folder, one above it, the home folder or ``/`` ever used: ``work_dir="."`` or
-``".."`` would otherwise be emptied whole. :func:`helpers.params.folder` applies the same
-checks in the validation cell, so a bad folder stops the notebook before any work.
-
-Every default work folder lives under one root, :data:`ROOT` (``course_runs/``, ignored by
-git), so running a notebook in place leaves ``git status`` clean.
-
-:func:`prepare` also locks the folder for the process that prepared it (an OS file lock on
-:data:`LOCK`, which the OS releases when the process ends, a killed kernel included), before it
-empties anything: a second kernel or papermill run on the same folder stops with one line
-naming the process that holds it (:class:`~helpers.errors.WorkFolderBusy`), and nothing is
-deleted. The same process preparing its folder again ("Run all" twice) keeps its lock.
-
-A run that resumes from its folder (04's ``run_dir``) records the settings that shape what its
-checkpoints hold in :data:`RUN_FILE` when it starts (:func:`same_run`). A re-run with other
-values stops with one line naming what changed and what to do
-(:class:`~helpers.errors.RunSettingsChanged`): nothing is loaded, nothing is deleted.
-"""
+"""Work folders a notebook may empty: only those it made (:func:`prepare`: marked with
+:data:`MARKER`, locked while a process uses it; never another's folder, the working folder, one
+above it, home or ``/``), and the settings a resumable run records (:func:`same_run`)."""
 
 from __future__ import annotations
 
@@ -42,8 +20,7 @@ MARKER = ".course_work_folder"
 RUN_FILE = "run.json"  # a resumable run's settings (see same_run)
 RUN_FILES = (RUN_FILE, "step-*.pt")  # what a resumable run (04's, 09's) leaves: never a work_dir
 LOCK = ".course_work_folder.lock"  # locked while a process uses the folder; never deleted
-#: folder (resolved) -> the open file whose lock this process holds
-_HELD: dict[Path, object] = {}
+_HELD: dict[Path, object] = {}  # folder (resolved) -> the open file whose lock this process holds
 MARKER_TEXT = (
     "This folder was made by a notebook of the Fast TensorFlow Training course.\n"
     "The notebook empties it when it runs again (fresh_start in 04_dcgan). Delete this file\n"
@@ -51,16 +28,9 @@ MARKER_TEXT = (
 )
 
 
-def default(name: str) -> str:
-    """The default work folder of a notebook: ``course_runs/<name>``."""
-    return f"{ROOT}/{name}"
-
-
-def protected(path: Path, cwd: Path | None = None) -> str | None:
-    """Why ``path`` may never be a work folder (the working folder, one above it, the home
-    folder, the file-system root), or None. ``path`` is resolved first."""
-    path = Path(path).resolve()
-    cwd = Path(cwd or os.getcwd()).resolve()
+def protected(path: Path) -> str | None:
+    """Why ``path`` (resolved) may never be a work folder, or None."""
+    path, cwd = Path(path).resolve(), Path.cwd().resolve()
     if path == cwd:
         return "it is the working folder itself"
     if path in cwd.parents:
@@ -73,19 +43,16 @@ def protected(path: Path, cwd: Path | None = None) -> str | None:
 
 
 def is_marked(path: Path) -> bool:
-    """True when a notebook of this course made ``path`` (it holds the marker file, itself: a
-    link named so, in a folder from elsewhere, does not count)."""
+    """True when a notebook of this course made ``path`` (its marker is a file, not a link)."""
     marker = Path(path) / MARKER
     return marker.is_file() and not marker.is_symlink()
 
 
-def problem(path, cwd: Path | None = None) -> str | None:
-    """Why a notebook must not use (and empty) ``path``, as a clause; None when it may.
-
-    Allowed: a folder that does not exist yet, an empty folder, or one this course made (it
-    holds :data:`MARKER`), never the working folder, one above it, home or ``/``."""
+def problem(path) -> str | None:
+    """Why a notebook must not use (and empty) ``path``, as a clause; None when it may: a
+    missing or empty folder, or one holding :data:`MARKER`, unless :func:`protected`."""
     path = Path(path)
-    if (why := protected(path, cwd)) is not None:
+    if (why := protected(path)) is not None:
         return why
     if path.exists() and not path.is_dir():
         return "it is a file, not a folder"
@@ -96,7 +63,7 @@ def problem(path, cwd: Path | None = None) -> str | None:
 
 ALLOWED = (
     f"a new or empty folder, or one a notebook of this course made (it holds {MARKER}), not the "
-    f"working folder or one above it; e.g. {default('my_run')!r}"
+    f"working folder or one above it; e.g. '{ROOT}/my_run'"
 )
 
 
@@ -106,31 +73,23 @@ def refuse(name: str, value, why: str):
 
 
 def prepare(path, name: str = "work_dir", fresh: bool = True) -> Path:
-    """Make ``path`` ready for a notebook's files and return it.
-
-    A missing folder is created, with the marker; an empty one gets the marker. With
-    ``fresh`` (the default) a marked folder is emptied first (the marker stays); without it,
-    what is there is kept (04 resumes from it). A folder that holds files but no marker, or a
-    protected one, raises :class:`~helpers.errors.ParameterError` for parameter ``name`` and
-    nothing is deleted.
-    """
+    """Make ``path`` ready (created, marked, locked, emptied first if ``fresh``) and return it; a
+    folder :func:`problem` refuses raises a ParameterError for ``name``, deleting nothing."""
     path = Path(path)
     if (why := problem(path)) is not None:
         raise refuse(name, str(path), why)
     if path.is_dir() and is_marked(path):
         lock(path)  # before anything is emptied: another process using it stops here
-    if path.is_dir() and is_marked(path) and fresh:
-        runs = [] if name == "run_dir" else [p for g in RUN_FILES for p in path.rglob(g)]
+        runs = [p for g in RUN_FILES for p in path.rglob(g)] if fresh and name != "run_dir" else []
         if runs:  # another notebook's run, pasted as a work_dir: emptying would delete it
-            raise refuse(name, str(path), f"it holds a run ({runs[0]}) that emptying it would "
-                         "delete")
+            raise refuse(name, str(path),
+                         f"it holds a run ({runs[0]}) that emptying it would delete")
+    if path.is_dir() and is_marked(path) and fresh:
         with _locks_inside(path):  # a work folder inside, in use elsewhere, stops it here
             for entry in path.iterdir():
-                if entry.name == LOCK:  # the lock lives on this very file: keep it
-                    continue
                 if entry.is_dir() and not entry.is_symlink():
                     shutil.rmtree(entry)
-                else:
+                elif entry.name != LOCK:  # the lock lives on this very file: keep it
                     entry.unlink()
     path.mkdir(parents=True, exist_ok=True)
     (path / MARKER).unlink(missing_ok=True)  # written anew, never through a link
@@ -141,54 +100,45 @@ def prepare(path, name: str = "work_dir", fresh: bool = True) -> Path:
 
 @contextlib.contextmanager
 def _locks_inside(path: Path):
-    """Hold the lock of every work folder inside ``path`` (one with a marker or a lock file)
-    while it is emptied; :class:`WorkFolderBusy`, naming the first in use, deleting nothing."""
-    handles = []
-    try:
+    """Hold the lock of every work folder inside ``path`` while it is emptied;
+    :class:`WorkFolderBusy`, naming the first in use, deleting nothing."""
+    with contextlib.ExitStack() as held:
         for inner in sorted({p.parent for g in (MARKER, LOCK) for p in path.rglob(g)} - {path}):
             if inner.resolve() in _HELD:
                 raise WorkFolderBusy(f"{inner} is in use by this kernel: emptying {path} would "
                                      "delete its files. Give this run another folder.")
-            handles.append(_take(inner))  # None where there are no locks: nothing to hold
+            if (handle := _take(inner)) is not None:  # None where there are no locks
+                held.enter_context(handle)
         yield
-    finally:
-        for handle in filter(None, handles):
-            handle.close()
 
 
 def lock(path) -> bool:
-    """Hold the lock of work folder ``path`` for this process (again: a no-op). Raises
-    :class:`WorkFolderBusy` naming the process that holds it; returns False where the file
-    system has no locks (some network mounts), after saying so once."""
+    """Hold the lock of work folder ``path`` for this process (again: a no-op); False where
+    the file system has no locks. :class:`WorkFolderBusy` names the process that holds it."""
     key = Path(path).resolve()
-    if key in _HELD:
-        return True
-    if (handle := _take(key)) is None:
-        return False
-    handle.seek(0)
-    handle.truncate()
-    handle.write(f"process {os.getpid()} on {socket.gethostname()}\n")
-    handle.flush()
-    _HELD[key] = handle  # kept open: the lock lives as long as the file is
-    return True
+    if key not in _HELD and (handle := _take(key)) is not None:
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"process {os.getpid()} on {socket.gethostname()}\n")
+        handle.flush()
+        _HELD[key] = handle  # kept open: the lock lives as long as the file is
+    return key in _HELD
 
 
 def _take(folder: Path):
-    """The lock file of ``folder``, opened without following a link and locked (kept open, the
-    lock lives as long as it is): :class:`WorkFolderBusy` when another process holds it, or
-    when it is not a regular file; None, said once, where the file system has no locks."""
+    """The lock file of ``folder``, opened without following a link, and locked; None, said
+    once, where the file system has no locks."""
     import fcntl
 
+    remove = "nothing was deleted. Remove it, or use another folder."
     try:  # O_NOFOLLOW: a link named so (in a folder from elsewhere) would write where it points
         fd = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
     except OSError as error:
         raise WorkFolderBusy(f"{folder / LOCK} cannot be opened as a lock ({error.strerror}: a "
-                             "link?); nothing was deleted. Remove it, or use another folder."
-                             ) from None
+                             f"link?); {remove}") from None
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
-        raise WorkFolderBusy(f"{folder / LOCK} is not a regular file; nothing was deleted. Remove "
-                             "it, or use another folder.")
+        raise WorkFolderBusy(f"{folder / LOCK} is not a regular file; {remove}")
     handle = os.fdopen(fd, "r+")
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -208,17 +158,15 @@ def _take(folder: Path):
 
 
 def lock_fds(path) -> tuple[int, ...]:
-    """The descriptor of the lock this process holds on work folder ``path``, for a child that
-    works there (``subprocess.Popen(..., pass_fds=lock_fds(path))``): it inherits the very lock,
-    so the folder has one holder while either lives; () where this process holds none."""
+    """The descriptor of this process's lock on ``path``, for a child that works there to
+    inherit (``Popen(..., pass_fds=lock_fds(path))``); () where this process holds none."""
     handle = _HELD.get(Path(path).resolve())
     return (handle.fileno(),) if handle else ()
 
 
 def same_settings(saved: dict, now: dict, where) -> None:
-    """Raise :class:`~helpers.errors.RunSettingsChanged` (one line, nothing deleted) if the run
-    in folder ``where`` was made with other settings than ``now``; the line names each change and
-    how to resume (the saved values), start anew (another ``run_dir``) or replace the run."""
+    """Raise :class:`~helpers.errors.RunSettingsChanged`, naming each change and how to resume,
+    if the run in ``where`` was made with other settings than ``now``."""
     changed = {k: (saved.get(k), v) for k, v in now.items() if saved.get(k) != v}
     if changed:
         what = ", ".join(f"{k} was {old!r}, now {new!r}" for k, (old, new) in changed.items())
@@ -226,14 +174,12 @@ def same_settings(saved: dict, now: dict, where) -> None:
         raise RunSettingsChanged(
             f"{where} holds a run made with other settings ({what}); nothing was loaded and "
             f"nothing was deleted. Resume it with the same settings ({back}), use another run_dir "
-            "for a new run, or fresh_start=True to replace it."
-        )
+            "for a new run, or fresh_start=True to replace it.")
 
 
 def _older(saved: dict, now: dict, record: Path) -> dict:
-    """A record written before runs recorded the data they loaded (``dataset`` and
-    ``max_images``, as asked) read as one that did, where the data loaded now is what it names
-    (the real set, not a stand-in, at most that many images), and said so; else unchanged."""
+    """An older record (``dataset`` and ``max_images``, as asked) read as one of the data
+    loaded, where the data loaded now is what it names (said so); else unchanged."""
     if "data" not in now or "data" in saved or "dataset" not in saved:
         return saved
     older = {k: v for k, v in saved.items() if k not in ("dataset", "max_images")}
@@ -245,11 +191,8 @@ def _older(saved: dict, now: dict, record: Path) -> dict:
 
 
 def same_run(path, settings: dict) -> bool:
-    """Check that ``settings`` are those of the run in folder ``path``; True when there is one.
-
-    A new run writes them to ``path/``:data:`RUN_FILE` (atomically). A folder with a run of other
-    settings, with files but no record of their settings, or with an unreadable record raises
-    :class:`~helpers.errors.RunSettingsChanged`, before anything is loaded or deleted."""
+    """Check that ``settings`` are those of the run in ``path`` (True) or record them for a new
+    run (False); other, unknown or unreadable settings raise RunSettingsChanged."""
     path = Path(path)
     record = path / RUN_FILE
     if record.is_file():

@@ -4,65 +4,66 @@ from helpers import devices
 from helpers.devices import GPU, TPUStatus
 
 
-def no_devices(pattern):
-    return []
+@pytest.fixture
+def no_devices(monkeypatch):
+    """No TPU device files on this machine (TPU hardware is then told by the environment)."""
+    monkeypatch.setattr(devices.glob, "glob", lambda pattern: [])
 
 
-def test_tpu_hardware_hints():
-    assert not devices.tpu_hardware_present({}, glob=no_devices)
-    assert devices.tpu_hardware_present({"TPU_NAME": "t1"}, glob=no_devices)
-    assert devices.tpu_hardware_present({}, glob=lambda p: ["/dev/accel0"] if "accel" in p else [])
+def tpu_support(monkeypatch, installed: bool):
+    """Whether TensorFlow's TPU library (libtpu, tensorflow_tpu) is installed, as the code sees."""
+    monkeypatch.setattr(devices, "_installed", lambda name: installed)
 
 
-def test_no_tpu_hardware_never_calls_the_resolver():
+def test_tpu_hardware_hints(no_devices, monkeypatch):
+    assert not devices.tpu_hardware_present({})
+    assert devices.tpu_hardware_present({"TPU_NAME": "t1"})
+    monkeypatch.setattr(devices.glob, "glob", lambda p: ["/dev/accel0"] if "accel" in p else [])
+    assert devices.tpu_hardware_present({})
+
+
+def test_no_tpu_hardware_never_calls_the_resolver(no_devices):
     def resolver(**kwargs):
         raise AssertionError("must not try to resolve a TPU where none can be attached")
 
-    status = devices.detect_tpu("local", {}, no_devices, resolver_factory=resolver)
+    status = devices.detect_tpu("local", {}, resolver_factory=resolver)
     assert not status.hardware and not status.usable
 
 
-def test_colab_tpu_uses_local_resolver():
+def test_colab_tpu_uses_local_resolver(no_devices, monkeypatch):
     calls = []
+    tpu_support(monkeypatch, True)
     status = devices.detect_tpu(
-        "colab",
-        {"COLAB_TPU_ADDR": "x"},
-        no_devices,
-        resolver_factory=lambda **kw: calls.append(kw) or "resolver",
-        has_tpu_support=lambda: True,
+        "colab", {"COLAB_TPU_ADDR": "x"}, resolver_factory=lambda **kw: calls.append(kw) or "r"
     )
     assert calls == [{"tpu": "local"}]
     assert status.usable and "tpu='local'" in status.message
 
 
-def test_kaggle_tpu_uses_default_resolver():
+def test_kaggle_tpu_uses_default_resolver(no_devices):
     calls = []
     status = devices.detect_tpu(
-        "kaggle",
-        {"TPU_NAME": "local"},
-        no_devices,
-        resolver_factory=lambda **kw: calls.append(kw) or "resolver",
+        "kaggle", {"TPU_NAME": "local"}, resolver_factory=lambda **kw: calls.append(kw) or "r"
     )
     assert calls == [{}] and status.usable
 
 
-def test_colab_tpu_without_tensorflow_tpu_support_says_what_to_install():
+def test_colab_tpu_without_tensorflow_tpu_support_says_what_to_install(no_devices, monkeypatch):
+    tpu_support(monkeypatch, False)
     status = devices.detect_tpu(
         "colab",
         {"COLAB_TPU_ADDR": "x"},
-        no_devices,
         resolver_factory=lambda **kw: pytest.fail("no resolver without TPU support"),
-        has_tpu_support=lambda: False,
     )
     assert status.hardware and not status.usable
     assert "tensorflow-tpu" in status.message and "restart" in status.message
 
 
-def test_resolver_failure_is_reported_not_raised():
+def test_resolver_failure_is_reported_not_raised(no_devices):
     def failing(**kwargs):
         raise ValueError("Please provide a TPU Name to connect to.")
 
-    status = devices.detect_tpu("kaggle", {"TPU_NAME": "x"}, no_devices, resolver_factory=failing)
+    status = devices.detect_tpu("kaggle", {"TPU_NAME": "x"}, resolver_factory=failing)
     assert not status.usable and "Please provide a TPU Name" in status.message
 
 
@@ -97,12 +98,13 @@ def test_announce_prints_outside_ipython(capsys):
     assert capsys.readouterr().out.strip() == "Running on: CPU (2 cores)"
 
 
-def test_available_kinds_and_tpu_name():
+def test_available_kinds_and_tpu_name(monkeypatch):
+    monkeypatch.setenv("TPU_ACCELERATOR_TYPE", "v3-8")
     kinds = devices.available_kinds([GPU(0, "Tesla T4")], TPUStatus(True, resolver="r"))
-    assert list(kinds) == ["cpu", "gpu", "tpu"] and kinds["gpu"] == "Tesla T4"
+    assert kinds == {"cpu": kinds["cpu"], "gpu": "Tesla T4", "tpu": "TPU v3"}
     assert devices.available_kinds([], TPUStatus(False)).keys() == {"cpu"}
-    assert devices.tpu_name({"TPU_ACCELERATOR_TYPE": "v3-8"}) == "TPU v3"
-    assert devices.tpu_name({}) == "TPU (generation unknown)"
+    monkeypatch.delenv("TPU_ACCELERATOR_TYPE")
+    assert devices.available_kinds([], TPUStatus(True, "r"))["tpu"] == "TPU (generation unknown)"
 
 
 def _installed(**versions):
@@ -144,7 +146,11 @@ def test_engines_on_a_gpu_runtime_and_on_a_cpu():
     assert rows["TensorFlow"][2] == "no accelerator here: the CPU"
 
 
-def test_the_verdict_on_a_tpu_only_jax_can_drive_names_08_and_09():
+def test_the_verdict_on_a_tpu_only_jax_can_drive_names_08_and_09(monkeypatch):
     tpu = devices.TPUStatus(hardware=True, message="TensorFlow is not installed")
     verdict = devices.verdict([], tpu, "colab", jax_tpu=True)
     assert "Notebook 08" in verdict.advice and "notebook 09" in verdict.advice
+    monkeypatch.setattr(devices, "_installed", lambda name: name in ("jax", "libtpu"))
+    assert devices.verdict([], tpu, "colab").headline.startswith("TPU for JAX")  # found so
+    monkeypatch.setattr(devices, "_installed", lambda name: name == "jax")  # no libtpu
+    assert devices.verdict([], tpu, "colab").headline.startswith("CPU only: a TPU is attached")

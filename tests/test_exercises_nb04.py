@@ -6,9 +6,9 @@ import tempfile
 
 import numpy as np
 import pytest
+from solved import solution_functions
 
 from helpers.exercises import check
-from tools.exercises import solution_functions
 
 UNTOUCHED = "still holds its placeholder"
 

@@ -142,7 +142,7 @@ CHILD = textwrap.dedent("""
     from helpers.devices import mirrored, split_cpu
     from helpers.exercises import check
     from helpers.logs import import_tensorflow
-    from tools.exercises import solution_functions
+    from solved import solution_functions
     tf = import_tensorflow()
     split_cpu(8)
     strategy = mirrored([d.name for d in tf.config.list_logical_devices("CPU")])

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from solved import solution_functions
 
 from helpers.exercises import check
 from helpers.logs import import_tensorflow
-from tools.exercises import solution_functions
 
 
 @pytest.fixture(scope="module")

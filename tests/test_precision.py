@@ -4,9 +4,9 @@ from helpers import devices
 
 
 def test_bf16_detection_from_cpu_flags():
-    assert devices.cpu_supports_bfloat16("flags : fpu avx512f avx512_bf16 fma")
-    assert devices.cpu_supports_bfloat16("flags : amx_bf16 amx_tile")
-    assert not devices.cpu_supports_bfloat16("flags : fpu avx2 fma")
+    assert devices.bfloat16_native("cpu", cpuinfo="flags : fpu avx512f avx512_bf16 fma")
+    assert devices.bfloat16_native("cpu", cpuinfo="flags : amx_bf16 amx_tile")
+    assert not devices.bfloat16_native("cpu", cpuinfo="flags : fpu avx2 fma")
 
 
 def test_bfloat16_is_native_on_tpus_ampere_gpus_and_cpus_with_the_instructions():

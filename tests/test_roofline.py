@@ -76,25 +76,10 @@ def test_numpy_anchor_and_table_and_plot(tf):
 
 
 def test_a_known_peak_gives_a_fraction():
-    record = gpu_vs_cpu_benchmark._record(
-        type(
-            "T",
-            (),
-            {
-                "rate": 4e12,
-                "name": "m",
-                "device": "Tesla T4",
-                "dtype": "float16",
-                "median_s": 1.0,
-                "iqr_s": 0.0,
-                "first_call_s": 2.0,
-            },
-        )(),
-        4096,
-        "gpu",
-        65,
-    )
+    timed = type("T", (), {"rate": 4e12, "median_s": 1.0, "iqr_s": 0.0, "first_call_s": 2.0})()
+    record = gpu_vs_cpu_benchmark._record(timed, "m", "Tesla T4", "float16", 4096, "gpu", 65)
     assert record["fraction_of_peak"] == pytest.approx(4 / 65)
+    assert record["device"] == "Tesla T4" and record["dtype"] == "float16"
 
 
 def test_tf_vs_numpy_and_summary_lines():

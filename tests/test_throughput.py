@@ -55,7 +55,8 @@ def test_speedup_and_batch_plot():
         {"images_per_s": 300.0, "batch_size": 64},
         {"images_per_s": 100.0, "batch_size": 32},
     )
-    assert timing.speedup(fast, slow) == 3.0
+    assert timing.knob_lines([slow, {**fast, "label": "x"}]) == [
+        "x: 3.00x the float32 images/s (faster)."]
     fig = timing.plot_batch_sweep([fast, slow])
     assert list(fig.axes[0].lines[0].get_xdata()) == [32, 64]
 

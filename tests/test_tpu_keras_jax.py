@@ -18,10 +18,10 @@ if os.environ.get("KERAS_BACKEND") != "jax":
 jax = pytest.importorskip("jax")
 keras = pytest.importorskip("keras")
 import numpy as np  # noqa: E402
+from solved import solution_functions  # noqa: E402
 
 from helpers import exercises, tpu_keras_jax  # noqa: E402
 from helpers.errors import EngineError  # noqa: E402
-from tools.exercises import solution_functions  # noqa: E402
 
 SOLUTIONS = solution_functions("08_tpu_keras_jax", jax=jax, keras=keras, np=np)
 

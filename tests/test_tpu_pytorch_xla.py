@@ -19,11 +19,11 @@ import numpy as np  # noqa: E402
 import torch_xla.core.xla_model as xm  # noqa: E402
 import torch_xla.distributed.spmd as xs  # noqa: E402
 import torch_xla.runtime as xr  # noqa: E402
+from solved import solution_functions  # noqa: E402
 
 from helpers import exercises, tpu_pytorch_xla  # noqa: E402
 from helpers.errors import RunSettingsChanged, RunUnreadable  # noqa: E402
-from helpers.lessons import tpu_pytorch_xla as lesson  # noqa: E402
-from tools.exercises import solution_functions  # noqa: E402
+from helpers.lessons import nb09 as lesson  # noqa: E402
 
 xr.use_spmd()
 DEVICE = torch_xla.device()

@@ -1,14 +1,6 @@
-"""Every check of the notebooks' form, in one process that reads each notebook once.
+"""Every check of the notebooks' form (:data:`CHECKS`), in one process; exit status 1 if one failed.
 
     python -m tools.check
-
-Runs, in order, and reports each: the stored form (``tools.nbclean --check``), the conventions
-(``tools.nbcheck``), the ``#@save`` lessons (``tools.lessons --check``), the code each notebook
-must show (``tools.shown``), the exercises (``tools.exercises --check``) and the README's course
-map (``tools.course_map readme --check``), its versions table (``tools.compat readme
---check``) and the references in the docs (every ``helpers.x``, ``tools.x`` and ```make x```
-they name exists), and README's parameter table against the notebooks' parameters cells. The
-exit status is 1 if any failed.
 """
 
 from __future__ import annotations
@@ -23,29 +15,23 @@ from pathlib import Path
 from tools import compat, course_map, exercises, lessons, nbcheck, nbclean, shown
 from tools.course import ROOT, notebook_paths, notebook_text
 
-#: What the docs are: each reference in them must name something that exists.
+#: The docs: each `helpers.x.y`, `tools.x` (in backquotes or not) and `make x` there must exist.
 DOCS = ["README.md", "CHANGELOG.md", "docs/instructor_notes.md", "docs/maintainers.md",
         "notebooks/profiles.toml", "requirements.txt", "requirements-compat.txt",
         "requirements-tpu.txt"]
-#: `helpers.x.y`, `tools.x` (in backquotes or not) and `make target`
 NAME = re.compile(r"\b((?:helpers|tools)(?:\.\w+)+)")
 TARGET = re.compile(r"`make ([a-z][\w-]*)")
 
 
 def _defines(module: Path) -> set[str]:
-    """The names a module defines at its top level, or imports there."""
-    names = set()
-    for node in ast.parse(module.read_text()).body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)
-        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            ids = {t.id for t in targets if isinstance(t, ast.Name)}
-            names |= ids
-            if "LAZY" in ids and isinstance(node.value, ast.Tuple):  # made by __getattr__
-                names |= {e.value for e in node.value.elts if isinstance(e, ast.Constant)}
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+    """The names a module defines or imports at its top level, and the ``LAZY`` ones."""
+    text = module.read_text()
+    names = set(lessons.defined_names(text))
+    for node in ast.parse(text).body:
+        if isinstance(node, ast.Import | ast.ImportFrom):
             names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, ast.Assign) and [ast.unparse(t) for t in node.targets] == ["LAZY"]:
+            names |= set(ast.literal_eval(node.value))  # made by the module's __getattr__
     return names
 
 
@@ -68,7 +54,6 @@ def resolves(dotted: str) -> bool:
 
 
 def references(argv: list[str] | None = None) -> int:
-    """Every `helpers.x`, `tools.x` and `make x` that the docs name exists."""
     targets = set(re.findall(r"^([a-z][\w-]*):", (ROOT / "Makefile").read_text(), re.M))
     stale = []
     for doc in DOCS:
@@ -81,9 +66,7 @@ def references(argv: list[str] | None = None) -> int:
     return 1 if stale else 0
 
 
-#: A row of README's parameter table: | 04 | `epochs` | `50` | ... | (a default that depends
-#: on the device gives each value: `1024` on a TPU, `256` on simulated devices)
-ROW = re.compile(r"^\| (\d\d) \| `(\w+)` \| ([^|]*) \|", re.M)
+ROW = re.compile(r"^\| (\d\d) \| `(\w+)` \| ([^|]*) \|", re.M)  # README's | 04 | `epochs` | `50` |
 
 
 def _defaults(node: ast.expr) -> list:
@@ -94,8 +77,7 @@ def _defaults(node: ast.expr) -> list:
 
 
 def parameter_table(argv: list[str] | None = None) -> int:
-    """README's parameter table has a row for every parameter of every notebook, with the
-    default(s) its parameters cell gives, and no other row."""
+    """README's parameter table: a row per notebook parameter, with its default(s), no more."""
     documented = {(nb, name): [ast.literal_eval(v) for v in re.findall(r"`([^`]*)`", column)]
                   for nb, name, column in ROW.findall((ROOT / "README.md").read_text())}
     actual = {}
@@ -103,9 +85,8 @@ def parameter_table(argv: list[str] | None = None) -> int:
         cells = json.loads(notebook_text(path))["cells"]
         cell = next(c for c in cells if "parameters" in c["metadata"].get("tags", []))
         for node in ast.parse("".join(cell["source"])).body:
-            if isinstance(node, (ast.Assign, ast.AnnAssign)):
-                target = node.targets[0] if isinstance(node, ast.Assign) else node.target
-                actual[(path.stem[:2], target.id)] = _defaults(node.value)
+            if isinstance(node, ast.AnnAssign):  # `name: type = value`, as tools.nbcheck requires
+                actual[(path.stem[:2], node.target.id)] = _defaults(node.value)
     problems = [f"README's parameter table lacks {nb} `{name}`" for nb, name in actual
                 if (nb, name) not in documented]
     problems += [f"README's parameter table has {nb} `{name}`, which the notebook has not"
@@ -118,16 +99,14 @@ def parameter_table(argv: list[str] | None = None) -> int:
         print(problem)
     return 1 if problems else 0
 
+
 CHECKS = [
-    ("nbclean --check", nbclean.main, ["--check"]),
-    ("nbcheck", nbcheck.main, []),
-    ("lessons --check", lessons.main, ["--check"]),
-    ("shown", shown.main, []),
+    ("nbclean --check", nbclean.main, ["--check"]), ("nbcheck", nbcheck.main, []),
+    ("lessons --check", lessons.main, ["--check"]), ("shown", shown.main, []),
     ("exercises --check", exercises.main, ["--check"]),
     ("course_map readme --check", course_map.main, ["readme", "--check"]),
     ("compat readme --check", compat.main, ["readme", "--check"]),
-    ("check.references", references, []),
-    ("check.parameter_table", parameter_table, []),
+    ("check.references", references, []), ("check.parameter_table", parameter_table, []),
 ]
 
 

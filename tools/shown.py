@@ -1,11 +1,8 @@
 """Prove that each notebook shows the code its lesson is about, in its own code cells.
 
-    python -m tools.shown [--check] [NAME ...]
+    python -m tools.shown [NAME ...]
 
-``notebooks/shown.toml`` lists, per notebook, the calls a learner must be able to read and copy
-(``code``: outside comments and string literals) and the names that may sit in strings or shell
-lines (``text``). A call hidden inside ``helpers`` does not count. Whitespace is ignored, and
-``"a | b"`` accepts either form. Exit status 1 when something is missing.
+notebooks/shown.toml lists per notebook what its ``code`` (not comments) and ``text`` show.
 """
 
 from __future__ import annotations
@@ -22,63 +19,46 @@ from tools.course import NOTEBOOKS, notebook_json, notebook_paths
 
 SHOWN_FILE = NOTEBOOKS / "shown.toml"
 MAGIC_RE = re.compile(r"^\s*[%!]")
+SKIPPED = {getattr(tokenize, name, tokenize.STRING)  # comments, strings, f-strings' pieces
+           for name in ("COMMENT", "STRING", "FSTRING_START", "FSTRING_MIDDLE", "FSTRING_END")}
 
 
 def code_only(source: str) -> str:
-    """``source`` without comments and string literals; IPython magic and shell lines are kept
-    as they are (they are code the learner runs)."""
-    kept, python = [], []
-    for line in source.splitlines():
-        (kept if MAGIC_RE.match(line) else python).append(line)
-    out = list(kept)
+    """``source`` without comments and strings; IPython's magic and shell lines are kept."""
+    kept = [line for line in source.splitlines() if MAGIC_RE.match(line)]
+    python = "\n".join(line for line in source.splitlines() if not MAGIC_RE.match(line)) + "\n"
     try:
-        tokens = list(tokenize.generate_tokens(io.StringIO("\n".join(python) + "\n").readline))
+        tokens = list(tokenize.generate_tokens(io.StringIO(python).readline))
     except (tokenize.TokenError, IndentationError, SyntaxError):
-        return "\n".join(out + python)
-    skip = {tokenize.COMMENT, tokenize.STRING}
-    skip |= {getattr(tokenize, n) for n in ("FSTRING_START", "FSTRING_MIDDLE", "FSTRING_END")
-             if hasattr(tokenize, n)}
-    out.append(" ".join(t.string for t in tokens if t.type not in skip))
-    return "\n".join(out)
-
-
-def squeeze(text: str) -> str:
-    return re.sub(r"\s+", "", text)
+        return "\n".join([*kept, python])
+    return "\n".join([*kept, " ".join(t.string for t in tokens if t.type not in SKIPPED)])
 
 
 def missing(nb: dict, wanted: dict) -> list[str]:
     """The entries of ``wanted`` (``{"code": [...], "text": [...]}``) the notebook lacks."""
-    cells = [c for c in nb.get("cells", []) if c.get("cell_type") == "code"]
-    sources = ["".join(c.get("source", "")) for c in cells]
-    code = squeeze("\n".join(code_only(s) for s in sources))
-    text = squeeze("\n".join(sources))
-    gaps = []
-    for kind, haystack in (("code", code), ("text", text)):
-        for entry in wanted.get(kind, []):
-            options = [squeeze(o) for o in entry.split(" | ")]
-            if not any(o in haystack for o in options):
-                gaps.append(f"{kind}: {entry}")
-    return gaps
+    sources = ["".join(c.get("source", "")) for c in nb.get("cells", [])
+               if c.get("cell_type") == "code"]
+    found = {"code": "\n".join(map(code_only, sources)), "text": "\n".join(sources)}
+    found = {kind: re.sub(r"\s+", "", text) for kind, text in found.items()}  # no whitespace
+    return [f"{kind}: {entry}" for kind, text in found.items() for entry in wanted.get(kind, [])
+            if not any(re.sub(r"\s+", "", option) in text for option in entry.split(" | "))]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="(the default) report only")
     parser.add_argument("names", nargs="*", help="notebook stems; default: all")
     args = parser.parse_args(argv)
-    with open(SHOWN_FILE, "rb") as f:
-        lists = tomllib.load(f)
-    failed = 0
+    lists = tomllib.loads(SHOWN_FILE.read_text())
     paths = [p for p in notebook_paths() if not args.names or p.stem in args.names]
+    failed = 0
     for path in paths:
+        gaps = [f"{path.name}: its code cells do not show {gap}"
+                for gap in missing(notebook_json(path), lists.get(path.stem, {}))]
         if path.stem not in lists:
-            print(f"{path.name}: no entry in {SHOWN_FILE.name}")
-            failed += 1
-            continue
-        gaps = missing(notebook_json(path), lists[path.stem])
+            gaps = [f"{path.name}: no entry in {SHOWN_FILE.name}"]
         failed += bool(gaps)
         for gap in gaps:
-            print(f"{path.name}: its code cells do not show {gap}")
+            print(gap)
     print(f"shown: {len(paths) - failed} passed, {failed} failed")
     return 1 if failed else 0
 

@@ -1,12 +1,8 @@
-"""Build the course site: the executed notebooks as a static Sphinx site (myst-nb,
-sphinx-book-theme), in course order, with README.md as the home page.
+"""Build the course site: the executed notebooks as a static Sphinx site, README.md its home.
 
     python -m tools.site [--executed build/executed] [--out build/site]
 
-The notebooks are not executed again: the site shows the outputs ``make run`` (or
-``make test``) left in ``--executed``. Pages are staged in ``<out>-src`` with the repository's
-own layout (README.md as index.md, notebooks/, docs/), so the README's relative links work
-unchanged; links to files that are not pages point at the repository on GitHub instead.
+It executes nothing; pages are staged in ``<out>-src``, links to other files go to GitHub.
 """
 
 from __future__ import annotations
@@ -28,26 +24,19 @@ from helpers.exercises import EXERCISE_MIME
 from tools.course import BUILD, ROOT, notebook_paths, settings
 from tools.run_notebooks import first_error
 
-CONF_DIR = ROOT / "docs" / "site"
-README = ROOT / "README.md"
 PAGES = [Path("docs/instructor_notes.md")]  # markdown pages after the notebooks, if present
-IMAGES = Path("docs/images")  # pictures the pages show (README's first screen): copied as they are
-# [text](target) or ![alt](target): the target up to a space, ")" or the title
-LINK = re.compile(r"(\]\()([^)\s]+)")
+IMAGES = Path("docs/images")  # pictures the pages show (README's first screen), copied as they are
+LINK = re.compile(r"(\]\()([^)\s]+)")  # [text](target) or ![alt](target)
+SITE_MARKER = ".course_site"  # in every folder this tool makes: the only ones it deletes
+SITE_MARKER_TEXT = "Made by `python -m tools.site`, which replaces this folder when it runs.\n"
 
 
 class SiteError(Exception):
     """Why the site cannot be built, in one line."""
 
 
-def missing_notebooks(executed: Path, notebooks: list[Path]) -> list[str]:
-    """Names of course notebooks that have no executed copy in ``executed``."""
-    return [p.name for p in notebooks if not (executed / p.name).is_file()]
-
-
 def slug(heading: str) -> str:
-    """A heading's anchor on the site (and on GitHub): lower case, punctuation dropped,
-    spaces as hyphens. ``Find what fits, automatically`` -> ``find-what-fits-automatically``."""
+    """A heading's anchor on the site (and GitHub): lower case, no punctuation, hyphens."""
     return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
 
 
@@ -57,13 +46,9 @@ def jupyter_anchors(markdown: str) -> dict[str, str]:
     return {h.replace(" ", "-"): slug(h) for h in headings}
 
 
-def rewrite_links(
-    text: str, page: Path, pages: set[Path], repository: str, ref: str,
-    anchors: dict[str, str] | None = None,
-) -> str:
-    """Point relative links of ``page`` (repository-relative) that are not site ``pages`` at
-    the file on GitHub; links to pages and absolute URLs are kept. In-page links written with
-    Jupyter's anchors (``#Find-what-fits,-automatically``) get the site's, from ``anchors``."""
+def rewrite_links(text: str, page: Path, pages: set[Path], repository: str, ref: str,
+                  anchors: dict[str, str] | None = None) -> str:
+    """Point relative links of ``page`` that are not site ``pages`` at GitHub; fix ``anchors``."""
 
     def fix(match: re.Match) -> str:
         target = match.group(2)
@@ -82,9 +67,7 @@ def rewrite_links(
 
 
 def home_page(readme: str, notebooks: list[Path], pages: list[Path], kept=(), **repo) -> str:
-    """README.md as the site's home page: its links fixed (but to the files ``kept``, staged
-    beside it), then the (hidden) navigation: the notebooks in course order, then the other
-    pages."""
+    """README.md with its links fixed (but to the files ``kept``), then the hidden navigation."""
     all_pages = {Path("notebooks") / p.name for p in notebooks} | set(pages) | set(kept)
     text = rewrite_links(readme, Path("README.md"), all_pages, **repo)
     nav = "\n".join(f"notebooks/{p.stem}" for p in notebooks)
@@ -96,17 +79,13 @@ def home_page(readme: str, notebooks: list[Path], pages: list[Path], kept=(), **
 
 
 def stage(executed: Path, source: Path, notebooks: list[Path] | None = None) -> list[str]:
-    """Fill ``source`` (emptied first) with the site's pages; returns notices worth a line
-    (executed copies older than their notebook, or stopped by an error)."""
+    """Fill ``source`` (emptied first) with the site's pages; returns notices worth a line."""
     notebooks = notebook_paths() if notebooks is None else notebooks
-    if missing := missing_notebooks(executed, notebooks):
+    if missing := [p.name for p in notebooks if not (executed / p.name).is_file()]:
         which = "notebooks" if len(missing) == len(notebooks) else ", ".join(missing)
-        raise SiteError(
-            f"{executed} has no executed {which}: run `make run` first "
-            f"(or `make site EXECUTED={BUILD.name}/test/executed` after `make test`)"
-        )
-    repo = settings()
-    pages = [p for p in PAGES if (ROOT / p).is_file()]
+        raise SiteError(f"{executed} has no executed {which}: run `make run` first "
+                        "(or `make site EXECUTED=build/test-compat/executed` after `make test`)")
+    repo, pages = settings(), [p for p in PAGES if (ROOT / p).is_file()]
     all_pages = {Path("notebooks") / p.name for p in notebooks} | set(pages)
     replace(source)
     (source / "notebooks").mkdir(parents=True)
@@ -120,66 +99,52 @@ def stage(executed: Path, source: Path, notebooks: list[Path] | None = None) -> 
         if (cell := first_error(nb))[0]:
             notices.append(f"{path.name} stopped with an error in cell {cell[0]}: {cell[1]}")
         for output in (o for c in nb.cells for o in c.get("outputs", [])):
-            for record in (DEVICE_MIME, EXERCISE_MIME):  # records for the tools; their text
-                output.get("data", {}).pop(record, None)  # and HTML stay
+            for record in (DEVICE_MIME, EXERCISE_MIME):  # for the tools: text and HTML stay
+                output.get("data", {}).pop(record, None)
         markdown = [c for c in nb.cells if c.cell_type == "markdown"]
         anchors = jupyter_anchors("\n".join(c.source for c in markdown))
         for c in markdown:
             c.source = rewrite_links(c.source, Path("notebooks") / path.name, all_pages, **repo,
                                      anchors=anchors)
         nbformat.write(nb, source / "notebooks" / path.name)
-    readme = README.read_text(encoding="utf-8")
     pictures = sorted(p.relative_to(ROOT) for p in (ROOT / IMAGES).glob("*") if p.is_file())
-    for picture in pictures:
-        (source / picture).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(ROOT / picture, source / picture)
-    home = home_page(readme, notebooks, pages, kept=pictures, **repo)
-    (source / "index.md").write_text(home, "utf-8")
+    for path in [*pictures, *pages]:
+        (source / path).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(ROOT / path, source / path)
     for page in pages:
-        (source / page).parent.mkdir(parents=True, exist_ok=True)
         text = rewrite_links((ROOT / page).read_text(encoding="utf-8"), page, all_pages, **repo)
         (source / page).write_text(text, encoding="utf-8")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    (source / "index.md").write_text(home_page(readme, notebooks, pages, pictures, **repo), "utf-8")
     return notices
+
+
+def replace(folder: Path) -> None:
+    """Delete ``folder`` if this tool made it (:data:`SITE_MARKER`) or it is empty, else raise."""
+    if folder.is_dir() and ((folder / SITE_MARKER).is_file() or not any(folder.iterdir())):
+        shutil.rmtree(folder)
+    elif folder.exists():
+        raise SiteError(f"{folder} exists and was not made by tools.site: nothing was deleted; "
+                        "give --out a new folder, or one this tool made")
 
 
 def build(executed: Path, out: Path) -> Path:
     """Stage the pages and run Sphinx; warnings fail the build. Returns ``out/index.html``."""
-    source = out.with_name(out.name + "-src")
-    for notice in stage(executed, source):
-        print(f"note: {notice}", flush=True)
-    replace(out)
-    command = [sys.executable, "-m", "sphinx", "-b", "html", "-c", str(CONF_DIR), "-q"]
-    command += ["-W", "--keep-going", "-d", str(source / ".doctrees"), str(source), str(out)]
-    if subprocess.run(command).returncode:
-        raise SiteError(f"sphinx-build failed (its messages are above): {' '.join(command)}")
-    (out / SITE_MARKER).write_text(SITE_MARKER_TEXT)
-    return out / "index.html"
-
-
-#: Written into every folder this tool makes; only such a folder is ever deleted by it.
-SITE_MARKER = ".course_site"
-SITE_MARKER_TEXT = "Made by `python -m tools.site`, which replaces this folder when it runs.\n"
-
-
-def replace(folder: Path) -> None:
-    """Delete ``folder`` if this tool made it (it holds :data:`SITE_MARKER`); a missing or
-    empty one is fine; anything else raises :class:`SiteError` and nothing is deleted."""
-    if not folder.exists():
-        return
-    if folder.is_dir() and ((folder / SITE_MARKER).is_file() or not any(folder.iterdir())):
-        shutil.rmtree(folder)
-        return
-    raise SiteError(f"{folder} exists and was not made by tools.site: nothing was deleted; "
-                    "give --out a new folder, or one this tool made")
-
-
-def checked_out(out: Path) -> Path:
-    """``--out`` resolved; a link, or a folder that holds the working folder, is refused."""
     if out.is_symlink():
         raise SiteError(f"--out {out} is a link: nothing was deleted; give --out a folder")
     if (why := workdirs.protected(out)) is not None:
         raise SiteError(f"--out {out}: {why}; nothing was deleted; give --out a folder of its own")
-    return out.resolve()
+    out = out.resolve()
+    source = out.with_name(out.name + "-src")
+    for notice in stage(executed, source):
+        print(f"note: {notice}", flush=True)
+    replace(out)
+    command = [sys.executable, "-m", "sphinx", "-b", "html", "-c", str(ROOT / "docs" / "site"),
+               "-q", "-W", "--keep-going", "-d", str(source / ".doctrees"), str(source), str(out)]
+    if subprocess.run(command).returncode:
+        raise SiteError(f"sphinx-build failed (its messages are above): {' '.join(command)}")
+    (out / SITE_MARKER).write_text(SITE_MARKER_TEXT)
+    return out / "index.html"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -189,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     start = time.perf_counter()
     try:
-        index = build(args.executed, checked_out(args.out))
+        index = build(args.executed, args.out)
     except SiteError as error:
         print(f"site: {error}", file=sys.stderr)
         return 2

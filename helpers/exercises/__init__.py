@@ -1,29 +1,8 @@
-"""Exercises that check themselves: the learner completes a cell, the next cell says right or
-wrong, with a hint.
-
-Every notebook has an "## Exercises" section of two to four exercises. Each is two cells:
-
-- the exercise, which the learner completes: its first line is ``# Exercise NN.k: title`` and
-  its placeholders are ``...`` (a function whose body is ``...`` returns ``None``);
-- its check, ``exercises.check("NN.k", <what the exercise defined>)``.
-
-:func:`check` never raises, so "Run all" goes on past an unfinished exercise: it shows one line,
-"right" with what that proves, or "not yet" with what is wrong and, after an attempt, a hint.
-An untouched exercise (its ``...`` still there) gets "not yet" and nothing more, so "Run all"
-never shows a hint before the learner has tried; code that returns None where a value is due
-is told that a ``return`` may be missing. It also leaves a
-record (``EXERCISE_MIME``) that the tests read. Each check calls the learner's code on inputs
-chosen to expose the usual mistake (a timer that never waits for the device, a loss averaged
-per replica, a search that tries every batch size), on the CPU, offline, and in well under a
-second; the same code runs on a GPU or TPU.
-
-The solutions are kept out of the learner's way, in ``solutions/NN_name.py``;
-``tools/exercises.py`` writes copies of the notebooks with them in place (``make solutions``).
-``make test`` proves both sides: every check says "not yet" to the untouched exercise, and
-"right" to its solution.
-
-The checks live in one module per notebook (``helpers/exercises/nbNN.py``), each registering
-its own with :func:`exercise`.
+"""Exercises that check themselves: a cell the learner completes (``# Exercise NN.k: title``,
+placeholders ``...``), then ``exercises.check("NN.k", <what it defined>)``, which never raises: it
+shows one line, "right" with what that proves, or "not yet" with what is wrong and, after an
+attempt, a hint; and leaves a record (``EXERCISE_MIME``). Each notebook's checks live in
+``nbNN.py``, registered with :func:`exercise`, with the stand-ins for a device defined here.
 """
 
 from __future__ import annotations
@@ -31,14 +10,25 @@ from __future__ import annotations
 import dis
 import html
 import importlib
+import numbers
 import pkgutil
+import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from helpers.errors import ExerciseNotDone as NotDone  # a check's "still the placeholder"
 
 EXERCISE_MIME = "application/vnd.fast-tf-course.exercise+json"
+#: What an untouched exercise says: nothing more, so that "Run all" shows no hint
+UNTOUCHED = ("The cell above still holds its placeholder (`...`): replace it with your answer, "
+             "run it, then run this cell.")
+#: What an attempt that returned None says (then the hint)
+NO_RETURN = "Your code returned None where the task asks for a value: is a `return` missing?"
+#: The instructions of a function whose body is only ``...``, ``pass`` or a docstring
+_NOTHING = {"RESUME", "NOP", "CACHE", "LOAD_CONST", "RETURN_VALUE", "RETURN_CONST"}
 
 
 @dataclass(frozen=True)
@@ -54,9 +44,8 @@ REGISTRY: dict[str, Exercise] = {}
 
 
 def exercise(id: str, title: str, *, hint: str, right: str):
-    """Register a check: a function of what the exercise defined, which returns ``None`` when
-    it is right and otherwise a short sentence saying what is wrong (or raises
-    :class:`NotDone`)."""
+    """Register a check: it returns None when the answer is right, else a sentence saying what
+    is wrong, or raises :class:`NotDone`."""
 
     def register(check: Callable[..., str | None]) -> Callable[..., str | None]:
         if id in REGISTRY:
@@ -67,41 +56,90 @@ def exercise(id: str, title: str, *, hint: str, right: str):
     return register
 
 
-def placeholder(value: object) -> bool:
-    """Whether ``value`` is what an untouched exercise leaves: ``...`` or ``None``."""
-    return value is None or value is Ellipsis
-
-
-#: The instructions of a function that does nothing but return None or ``...`` (its body
-#: ``...``, ``pass`` or a docstring), in every Python the course runs on
-_NOTHING = {"RESUME", "NOP", "CACHE", "LOAD_CONST", "RETURN_VALUE", "RETURN_CONST"}
+def require(*values: object) -> None:
+    """Raise :class:`NotDone` if any of ``values`` is still a placeholder (``...`` or None)."""
+    if any(v is None or v is Ellipsis for v in values):
+        raise NotDone
 
 
 def untouched(value: object) -> bool:
-    """Whether ``value`` is an answer not yet written: ``...``, or a function whose body is
-    still only ``...`` (or ``pass``, or a docstring). A function with code of its own that
-    returns None is an attempt (a ``return`` left out), not this."""
+    """Whether ``value`` is ``...`` or a function whose body is still only ``...``, ``pass`` or
+    a docstring (one with code of its own that returns None is an attempt)."""
     if value is Ellipsis:
         return True
     code = getattr(value, "__code__", None)
-    if code is None:
-        return False
-    return all(i.opname in _NOTHING and (i.opname not in ("LOAD_CONST", "RETURN_CONST")
-                                         or i.argval in (None, Ellipsis))
-               for i in dis.get_instructions(code))
+    return code is not None and all(
+        i.opname in _NOTHING and (i.opname not in ("LOAD_CONST", "RETURN_CONST")
+                                  or i.argval in (None, Ellipsis))
+        for i in dis.get_instructions(code))
 
 
-#: What an untouched exercise says: nothing more, so that "Run all" shows no hint
-UNTOUCHED = ("The cell above still holds its placeholder (`...`): replace it with your answer, "
-             "run it, then run this cell.")
-#: What an attempt that returned None says (then the hint)
-NO_RETURN = "Your code returned None where the task asks for a value: is a `return` missing?"
+def is_number(value: object, kind: type = numbers.Integral) -> bool:
+    """Whether ``value`` is a number of ``kind`` (an int by default), a bool not counted."""
+    return isinstance(value, kind) and not isinstance(value, bool)
 
 
-def require(*values: object) -> None:
-    """Raise :class:`NotDone` if any of ``values`` is still a placeholder."""
-    if any(placeholder(v) for v in values):
-        raise NotDone
+def wait_until(moment: float) -> None:
+    while (left := moment - time.perf_counter()) > 0:
+        time.sleep(min(left, 0.002))
+
+
+class Pending:
+    """A stand-in for a result on a device: its value reaches Python only through ``_read()``,
+    which each subclass defines (to wait, or to record the read)."""
+
+    def numpy(self):
+        return np.float32(self._read())
+
+    def __float__(self):
+        return float(self._read())
+
+    item = __float__
+
+    def __array__(self, dtype=None, copy=None):
+        return np.asarray(self._read(), dtype=dtype)
+
+    def __tf_tensor__(self, dtype=None, name=None):  # tf.stack(results): one read
+        import tensorflow as tf
+
+        return tf.constant(self._read(), dtype=dtype or tf.float32, name=name)
+
+    def __repr__(self):
+        return repr(self.numpy())
+
+
+class Device:
+    """A stand-in accelerator with a queue. Each :meth:`call` queues work (``costs[n]`` seconds
+    for the n-th, else ``work_s``; the first also spends ``trace_s`` tracing, on the host) and
+    returns at once a result worth ``1 / n``. Reading a result, or :meth:`sync`, waits until all
+    the queued work is done; ``waits`` holds the number of calls at each wait."""
+
+    def __init__(self, work_s=0.0, trace_s=0.0, costs: dict[int, float] | None = None):
+        self.work_s, self.trace_s, self.costs = work_s, trace_s, costs or {}
+        self.calls, self.done, self.free_at, self.waits = 0, 0, 0.0, []
+
+    def call(self, *batch) -> Pending:
+        self.calls += 1
+        if self.calls == 1 and self.trace_s:
+            wait_until(time.perf_counter() + self.trace_s)
+        cost = self.costs.get(self.calls, self.work_s)
+        self.free_at = max(time.perf_counter(), self.free_at) + cost
+        return _Queued(self, 1 / self.calls)
+
+    def sync(self) -> None:
+        if self.done < self.calls:
+            self.waits.append(self.calls)
+            self.done = self.calls
+        wait_until(self.free_at)
+
+
+class _Queued(Pending):
+    def __init__(self, device: Device, value: float):
+        self.device, self.value = device, value
+
+    def _read(self) -> float:
+        self.device.sync()
+        return self.value
 
 
 @dataclass(frozen=True)
@@ -119,30 +157,23 @@ class Verdict:
         hint = f" Hint: {self.hint}" if self.hint else ""
         return f"❌ Exercise {self.exercise} ({self.title}): not yet. {self.message}{hint}"
 
-    def record(self) -> dict:
-        return {"exercise": self.exercise, "passed": self.passed}
-
     def _repr_mimebundle_(self, include=None, exclude=None):
-        colour = "#1e7b34" if self.passed else "#b3261e"
-        body = html.escape(self.line())
+        colour, line = "#1e7b34" if self.passed else "#b3261e", self.line()
         return {
-            "text/plain": self.line(),
-            "text/html": f'<p style="color:{colour};font-weight:500">{body}</p>',
-            EXERCISE_MIME: self.record(),
+            "text/plain": line,
+            "text/html": f'<p style="color:{colour};font-weight:500">{html.escape(line)}</p>',
+            EXERCISE_MIME: {"exercise": self.exercise, "passed": self.passed},
         }
 
     def __repr__(self) -> str:
         return self.line()
 
-    def _ipython_display_(self) -> None:
-        """Shown once: :func:`check` shows it, and as the check cell's last value IPython
-        would show it again."""
-        if self._shown:
-            return
-        object.__setattr__(self, "_shown", True)
-        from IPython.display import publish_display_data
+    def _ipython_display_(self) -> None:  # check() shows it; as the cell's value, not again
+        if not self._shown:
+            object.__setattr__(self, "_shown", True)
+            from IPython.display import publish_display_data
 
-        publish_display_data(self._repr_mimebundle_())
+            publish_display_data(self._repr_mimebundle_())
 
 
 def load_checks() -> dict[str, Exercise]:
@@ -155,7 +186,7 @@ def load_checks() -> dict[str, Exercise]:
 
 def check(exercise_id: str, *answer, **named) -> Verdict:
     """Check exercise ``exercise_id`` against what the learner defined, show the verdict (one
-    line) and return it. Never raises for a wrong or unfinished answer: "Run all" goes on."""
+    line) and return it. Never raises for a wrong or unfinished answer."""
     checks = load_checks()
     if exercise_id not in checks:
         raise KeyError(f"no exercise {exercise_id!r}; the course has {sorted(checks)}")
@@ -174,9 +205,8 @@ def check(exercise_id: str, *answer, **named) -> Verdict:
         theirs = [f for f in frames if "site-packages" not in f.filename
                   and "helpers/exercises" not in f.filename.replace("\\", "/")]
         if theirs:  # the learner's own line
-            frame = theirs[-1]
             problem = (f"Your code raised {type(error).__name__}: {error} "
-                       f"(line {frame.lineno}: {(frame.line or '').strip()})")
+                       f"(line {theirs[-1].lineno}: {(theirs[-1].line or '').strip()})")
         else:  # it failed in the check, on what the learner's code gave it: never the check's line
             problem = (f"What your code returned could not be used as the task asks: "
                        f"{type(error).__name__}: {error}")
@@ -190,9 +220,8 @@ def _show(verdict: Verdict) -> None:
         from IPython import get_ipython
         from IPython.display import display
     except ImportError:
-        print(verdict.line())
-        return
-    if get_ipython() is None:
-        print(verdict.line())
-    else:
+        get_ipython = None
+    if get_ipython is not None and get_ipython() is not None:
         display(verdict)
+    else:
+        print(verdict.line())

@@ -1,12 +1,10 @@
-"""Checks for notebook 01's exercises (runtime check).
-"""
+"""Checks for notebook 01's exercises (runtime check)."""
 
 from __future__ import annotations
 
-import numbers
 import os
 
-from helpers.exercises import exercise, require
+from helpers.exercises import exercise, is_number, require
 
 
 @exercise("01.1", "count the GPUs TensorFlow sees",
@@ -17,7 +15,7 @@ def gpu_count(count) -> str | None:
     import tensorflow as tf
 
     seen = len(tf.config.list_physical_devices("GPU"))
-    if isinstance(count, bool) or not isinstance(count, numbers.Integral):
+    if not is_number(count):
         return f"`gpu_count` is a {type(count).__name__} ({count!r}), not an int."
     if count != seen:
         return f"`gpu_count` is {count}, but TensorFlow sees {seen} GPU(s) here."
@@ -46,26 +44,10 @@ def hidden_gpu_env(make_env) -> str | None:
     if env.get("CUDA_VISIBLE_DEVICES") not in ("", "-1"):
         return (f"`CUDA_VISIBLE_DEVICES` is {env.get('CUDA_VISIBLE_DEVICES')!r} in it: a child "
                 "would still see the GPUs.")
-    lost = sorted(set(before) - set(env))
-    if lost:
+    if lost := sorted(set(before) - set(env)):
         return (f"The child would lose {len(lost)} variable(s) this process has, such as "
                 f"{lost[0]}: start from a copy of `os.environ`.")
     return None
-
-
-def _scope() -> str | None:
-    """The device the surrounding ``tf.device`` asks for ("" when none); None where this
-    TensorFlow does not say (then it is not judged)."""
-    try:
-        from tensorflow.python.eager import context  # no public API says it
-
-        return context.context().device_name or ""
-    except (ImportError, AttributeError):
-        return None
-
-
-#: What a failing answer may raise on purpose (anything else is a bug in it, reported as one)
-_REFUSALS = (RuntimeError, ValueError, LookupError, AssertionError)
 
 
 @exercise("01.3", "run a computation where you ask, or fail",
@@ -81,10 +63,15 @@ def run_on(fn) -> str | None:
     product = tf.matmul(a, a).numpy()
     gpus = len(tf.config.list_logical_devices("GPU"))
     soft = tf.config.get_soft_device_placement()
-    asked = []  # the device each call of the work was asked for, where TensorFlow says
+    asked = []  # the device each call of the work was asked for ("" none, None: unknown)
 
     def work():
-        asked.append(_scope())
+        try:  # no public API says it
+            from tensorflow.python.eager import context
+
+            asked.append(context.context().device_name or "")
+        except (ImportError, AttributeError):
+            asked.append(None)
         return tf.matmul(a, a)
 
     try:
@@ -104,12 +91,11 @@ def run_on(fn) -> str | None:
         missing = f"/GPU:{gpus}"  # one more GPU than this runtime has
         try:
             got = fn(missing, work)
-        except _REFUSALS + (tf.errors.OpError,):
-            return None
+        except (RuntimeError, ValueError, LookupError, AssertionError, tf.errors.OpError):
+            return None  # a refusal (anything else is a bug in the answer, reported as one)
         require(got)
-        where = getattr(got, "device", "another device")
         return (f"Asked for {missing}, which this runtime does not have, it returned a result "
-                f"computed on {where} and said nothing: compare the result's `.device` with "
-                "what was asked, and raise when they differ.")
+                f"computed on {getattr(got, 'device', 'another device')} and said nothing: "
+                "compare the result's `.device` with what was asked, and raise when they differ.")
     finally:
         tf.config.set_soft_device_placement(soft)  # as it was, whatever the answer changed

@@ -1,9 +1,5 @@
-"""Checks for notebook 03's exercises (tf.data pipelines).
-
-The pipeline checks read what a dataset is made of from its graph (the transformations, from
-the source to the last one, as TensorFlow serialises them) and what it yields for one epoch;
-they never time it.
-"""
+"""Checks for notebook 03's exercises (tf.data pipelines). They read a dataset's steps from its
+graph and what it yields for one epoch; they never time it."""
 
 from __future__ import annotations
 
@@ -23,13 +19,6 @@ _KINDS = [("parallel map", r"ParallelMapDataset"), ("map", r"MapDataset"),
           ("batch", r"(Parallel)?BatchDataset"), ("prefetch", r"PrefetchDataset")]
 
 
-def _kind(op: str) -> str:
-    for kind, pattern in _KINDS:
-        if re.fullmatch(pattern + r"(V\d+)?", op):
-            return kind
-    return op
-
-
 def chain(ds) -> list[tuple[str, dict]]:
     """The steps of ``ds`` from its source to its last transformation: ``(kind, attrs)``, kind
     one of "map", "parallel map", "cache", "shuffle", "batch", "prefetch" or the op's name."""
@@ -45,7 +34,9 @@ def chain(ds) -> list[tuple[str, dict]]:
         if "Dataset" not in node.op:
             break
         if node.op not in _WRAPPERS:
-            steps.append((_kind(node.op), node.attr))
+            kind = next((kind for kind, pattern in _KINDS
+                         if re.fullmatch(pattern + r"(V\d+)?", node.op)), node.op)
+            steps.append((kind, node.attr))
     return steps[::-1]
 
 
@@ -53,44 +44,19 @@ _N, _BATCH, _SHAPE = 20, 6, (2, 2, 1)
 
 
 def _records():
-    """A dataset of serialised ``tf.train.Example``s (an image and its label), and its
-    ``decode`` and ``augment``, as the notebook writes them."""
+    """Serialised records (an image whose pixels are its label), and their ``decode`` and
+    ``augment``, as the notebook's chain takes them."""
     import tensorflow as tf
 
-    def example(i):
-        image = np.full(_SHAPE, i, np.uint8).tobytes()
-        feature = {"image": tf.train.Feature(bytes_list=tf.train.BytesList(value=[image])),
-                   "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[i]))}
-        return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
-
-    spec = {"image": tf.io.FixedLenFeature([], tf.string),
-            "label": tf.io.FixedLenFeature([], tf.int64)}
-
     def decode(record):
-        parsed = tf.io.parse_single_example(record, spec)
-        return tf.reshape(tf.io.decode_raw(parsed["image"], tf.uint8), _SHAPE), parsed["label"]
+        image = tf.ensure_shape(tf.io.parse_tensor(record, tf.uint8), _SHAPE)
+        return image, tf.cast(image[0, 0, 0], tf.int64)
 
     def augment(image, label):
         return tf.image.flip_left_right(image), label
 
-    return tf.data.Dataset.from_tensor_slices([example(i) for i in range(_N)]), decode, augment
-
-
-def _one_epoch(ds) -> tuple[list[int], list[int], str | None]:
-    """Batch sizes and labels of one epoch, or what is wrong with its elements."""
-    sizes, labels = [], []
-    for element in ds.take(3 * _N):
-        if not (isinstance(element, tuple) and len(element) == 2):
-            return [], [], "Its elements are not (images, labels) pairs."
-        images, batch_labels = element
-        if tuple(images.shape[1:]) != _SHAPE:
-            return [], [], (f"Its images have shape {tuple(images.shape)}: expected batches of "
-                            f"{_SHAPE} images.")
-        if not np.array_equal(images.numpy()[:, 0, 0, 0], batch_labels.numpy()):
-            return [], [], "Its images and labels no longer belong together."
-        sizes.append(int(images.shape[0]))
-        labels += batch_labels.numpy().tolist()
-    return sizes, labels, None
+    records = [tf.io.serialize_tensor(np.full(_SHAPE, i, np.uint8)).numpy() for i in range(_N)]
+    return tf.data.Dataset.from_tensor_slices(records), decode, augment
 
 
 @exercise("03.1", "reorder a slow tf.data chain",
@@ -102,16 +68,24 @@ def _one_epoch(ds) -> tuple[list[int], list[int], str | None]:
 def fast_chain(build) -> str | None:
     import tensorflow as tf
 
-    records, decode, augment = _records()
-    ds = build(records, decode, augment, _BATCH)
+    ds = build(*_records(), _BATCH)
     require(ds)
     if not isinstance(ds, tf.data.Dataset):
         return f"It returned a {type(ds).__name__}, not a tf.data.Dataset."
     if int(ds.cardinality()) == int(tf.data.INFINITE_CARDINALITY):
         return "Its dataset never ends: one epoch is the records once (no `repeat()` here)."
-    sizes, labels, problem = _one_epoch(ds)
-    if problem:
-        return problem
+    sizes, labels = [], []
+    for element in ds.take(3 * _N):
+        if not (isinstance(element, tuple) and len(element) == 2):
+            return "Its elements are not (images, labels) pairs."
+        images, batch_labels = element
+        if tuple(images.shape[1:]) != _SHAPE:
+            return (f"Its images have shape {tuple(images.shape)}: expected batches of {_SHAPE} "
+                    "images.")
+        if not np.array_equal(images.numpy()[:, 0, 0, 0], batch_labels.numpy()):
+            return "Its images and labels no longer belong together."
+        sizes.append(int(images.shape[0]))
+        labels += batch_labels.numpy().tolist()
     if sorted(labels) != list(range(_N)):
         return (f"One epoch gave {len(labels)} examples for {_N} records "
                 f"({len(set(labels))} different ones): keep every example once.")
@@ -119,8 +93,7 @@ def fast_chain(build) -> str | None:
         return ("One epoch came in the records' own order: its shuffle does not shuffle (a "
                 "buffer of 1 keeps the order). Shuffle with a buffer as large as the data, as "
                 "`slow_chain` does.")
-    expected = [_BATCH] * (_N // _BATCH) + [_N % _BATCH]
-    if sizes != expected:
+    if sizes != (expected := [_BATCH] * (_N // _BATCH) + [_N % _BATCH]):
         return f"Its batches hold {sizes} examples; batch({_BATCH}) of {_N} gives {expected}."
     steps = chain(ds)
     kinds = [kind for kind, _ in steps]
@@ -149,23 +122,6 @@ def fast_chain(build) -> str | None:
     return None
 
 
-_LABELS = {"a.png": 0, "b.png": 1, "truncated.png": 2, "notes.txt": 3, "c.png": 4}
-_READABLE = [0, 1, 4]
-
-
-def _write_files(directory: Path) -> list[str]:
-    import tensorflow as tf
-
-    for name, label in _LABELS.items():
-        if name.endswith(".png") and label in _READABLE:
-            channels = 3 if name == "c.png" else 1  # one colour file: decode it to one channel
-            image = np.full((8, 8, channels), 40 * label + 10, np.uint8)
-            (directory / name).write_bytes(tf.io.encode_png(image).numpy())
-    (directory / "truncated.png").write_bytes(b"\x89PNG broken")
-    (directory / "notes.txt").write_text("not an image")
-    return [str(directory / name) for name in _LABELS]
-
-
 @exercise("03.2", "skip the files that do not decode",
           hint="Decode in `map` (`tf.io.decode_image(tf.io.read_file(path), 1, "
                "expand_animations=False)`), and call `.ignore_errors()` on the dataset AFTER "
@@ -175,9 +131,16 @@ def _write_files(directory: Path) -> list[str]:
 def load_images(build) -> str | None:
     import tensorflow as tf
 
-    with tempfile.TemporaryDirectory() as folder:  # made here, removed here
-        paths = _write_files(Path(folder))
-        ds = build(paths, list(_LABELS.values()))
+    labels = {"a.png": 0, "b.png": 1, "truncated.png": 2, "notes.txt": 3, "c.png": 4}
+    readable = [0, 1, 4]
+    with tempfile.TemporaryDirectory() as folder:
+        for name, label in labels.items():
+            if label in readable:  # grey images; c.png in colour, to decode to one channel
+                image = np.full((8, 8, 3 if name == "c.png" else 1), 40 * label + 10, np.uint8)
+                Path(folder, name).write_bytes(tf.io.encode_png(image).numpy())
+        Path(folder, "truncated.png").write_bytes(b"\x89PNG broken")
+        Path(folder, "notes.txt").write_text("not an image")
+        ds = build([str(Path(folder, name)) for name in labels], list(labels.values()))
         require(ds)
         if not isinstance(ds, tf.data.Dataset):
             return f"It returned a {type(ds).__name__}, not a tf.data.Dataset."
@@ -196,13 +159,10 @@ def load_images(build) -> str | None:
         except tf.errors.OpError as error:
             return (f"A broken file ended the epoch with {type(error).__name__}: "
                     "`ignore_errors()` must come after the map that decodes.")
-    if sorted(found) != _READABLE:
-        return (f"It gave labels {sorted(found)}; the readable files have {_READABLE} (the "
+    if sorted(found) != readable:
+        return (f"It gave labels {sorted(found)}; the readable files have {readable} (the "
                 "broken ones are 2 and 3).")
     return None
-
-
-_ROWS, _EPOCH_BATCH = 10, 4
 
 
 @exercise("03.3", "slice shuffled batches on the device",
@@ -214,16 +174,15 @@ _ROWS, _EPOCH_BATCH = 10, 4
 def device_epoch(batches) -> str | None:
     import tensorflow as tf
 
-    device = "/CPU:0"
-    for gpu in tf.config.list_logical_devices("GPU")[:1]:  # the real thing, where there is one
-        device = gpu.name
-    with tf.device(device):
-        x = tf.reshape(tf.range(2 * _ROWS, dtype=tf.float32), (_ROWS, 2))  # row i: [2i, 2i + 1]
-        y = tf.range(_ROWS)
+    rows, batch_size = 10, 4
+    gpus = tf.config.list_logical_devices("GPU")[:1]  # the real thing, where there is one
+    with tf.device(gpus[0].name if gpus else "/CPU:0"):
+        x = tf.reshape(tf.range(2 * rows, dtype=tf.float32), (rows, 2))  # row i: [2i, 2i + 1]
+        y = tf.range(rows)
     where = tf.DeviceSpec.from_string(x.device).device_type
     orders = []
     for _ in range(2):
-        epoch = batches(x, y, _EPOCH_BATCH)
+        epoch = batches(x, y, batch_size)
         require(epoch)
         if isinstance(epoch, tf.data.Dataset):  # the same verdict on every device: tf.data
             return ("It returned a tf.data pipeline: tf.data runs on the host, so on a GPU "
@@ -244,13 +203,12 @@ def device_epoch(batches) -> str | None:
                         "indices and gather both with it.")
             sizes.append(int(yb.shape[0]))
             order += yb.numpy().tolist()
-        if sorted(order) != list(range(_ROWS)):
-            return (f"One epoch gave {len(order)} examples of {_ROWS} "
-                    f"({len(set(order))} different): every example exactly once, the last "
-                    "partial batch too.")
-        if max(sizes) > _EPOCH_BATCH:
-            return f"Its batches hold {sizes} examples, for batch_size={_EPOCH_BATCH}."
+        if sorted(order) != list(range(rows)):
+            return (f"One epoch gave {len(order)} examples of {rows} ({len(set(order))} "
+                    "different): every example exactly once, the last partial batch too.")
+        if max(sizes) > batch_size:
+            return f"Its batches hold {sizes} examples, for batch_size={batch_size}."
         orders.append(order)
-    if orders[0] == list(range(_ROWS)) or orders[0] == orders[1]:
+    if orders[0] == list(range(rows)) or orders[0] == orders[1]:
         return "Two epochs came in the same order: shuffle the indices for every epoch."
     return None

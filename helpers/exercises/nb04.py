@@ -1,23 +1,15 @@
-"""Checks for notebook 04's exercises (DCGAN: loss scaling, checkpoints, the training loop).
-"""
+"""Checks for notebook 04's exercises (DCGAN)."""
 
 from __future__ import annotations
 
 import math
-import shutil
 import tempfile
 from pathlib import Path
 
 import numpy as np
 
-from helpers.exercises import exercise, placeholder, require
+from helpers.exercises import Device, Pending, exercise, require
 from helpers.logs import native_noise_filtered
-
-# The check's loss, mean(prediction * y) with y = TINY: its gradient, TINY * mean(x), is below
-# float16's smallest number (about 6e-8), so a float16 model's gradients are exactly zero
-# unless the loss is scaled up first (LossScaleOptimizer starts at 2**15).
-TINY = 1e-8
-INPUTS = [[1.0, 2.0, 3.0, 4.0]] * 8
 
 
 @exercise("04.1", "add loss scaling to a float16 step",
@@ -31,6 +23,9 @@ def float16_step(make_optimizer, step) -> str | None:
     import keras
     import tensorflow as tf
 
+    # The loss is mean(prediction * tiny): its gradient, tiny * mean(x), is below float16's
+    # smallest number (about 6e-8), so it is zero unless the loss is scaled up first.
+    tiny, inputs = 1e-8, [[1.0, 2.0, 3.0, 4.0]] * 8
     inner = keras.optimizers.SGD(learning_rate=1.0)  # plain SGD: the update is -gradient
     optimizer = make_optimizer(inner)
     require(optimizer)
@@ -39,8 +34,8 @@ def float16_step(make_optimizer, step) -> str | None:
                 "`LossScaleOptimizer`: its `scale_loss` leaves the loss as it is, so small "
                 "float16 gradients underflow to zero.")
     if optimizer.inner_optimizer is not inner:
-        return ("`float16_optimizer` wrapped a new optimizer, not the one it was given: "
-                "wrap `optimizer` itself, so that its settings (learning rate...) are kept.")
+        return ("`float16_optimizer` wrapped a new optimizer, not the one it was given: wrap "
+                "`optimizer` itself, so that its settings (learning rate...) are kept.")
     start = 2.0**-20  # every weight: exact in float16, and float32 keeps steps of 1e-13 from it
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(
         1, use_bias=False, kernel_initializer=keras.initializers.Constant(start),
@@ -49,10 +44,10 @@ def float16_step(make_optimizer, step) -> str | None:
     def loss_fn(y, predictions):  # float32, and tiny
         return tf.reduce_mean(tf.cast(predictions, "float32") * y)
 
-    x, y = tf.constant(INPUTS), tf.fill((len(INPUTS), 1), TINY)
     try:
         with native_noise_filtered():  # a CPU's notice on its first float16 kernel
-            loss = step(model, optimizer, loss_fn, x, y)
+            loss = step(model, optimizer, loss_fn, tf.constant(inputs),
+                        tf.fill((len(inputs), 1), tiny))
     except ValueError as error:
         if "No gradients provided" not in str(error):
             raise
@@ -60,7 +55,7 @@ def float16_step(make_optimizer, step) -> str | None:
                 "`with tf.GradientTape()` block, so that the tape records it.")
     require(loss)
     moved = start - model.trainable_variables[0].numpy().ravel()  # by -gradient (plain SGD)
-    expected = TINY * np.mean(INPUTS, axis=0)
+    expected = tiny * np.mean(inputs, axis=0)
     if not np.any(moved):
         return ("The weights did not move: their float16 gradients underflowed to zero. Take "
                 "the gradients of `optimizer.scale_loss(loss)`, not of `loss`.")
@@ -68,41 +63,47 @@ def float16_step(make_optimizer, step) -> str | None:
         ratio = float(np.median(moved / expected))
         if ratio > 2:  # the scaled gradients applied as they are
             return (f"The weights moved by {ratio:.3g} times the right amount, the loss scale: "
-                    "the gradients were never unscaled. Call the `LossScaleOptimizer`'s own "
-                    "`apply` (`optimizer.apply`), which unscales them; its `inner_optimizer` "
-                    "does not.")
+                    "the gradients were never unscaled. Call `optimizer.apply`, which unscales "
+                    "them; its `inner_optimizer`'s does not.")
         return (f"The weights moved by {ratio:.3g} times the right amount: `apply` unscales "
                 "the gradients itself, so pass it the scaled loss's gradients unchanged.")
-    unscaled = start * float(np.sum(INPUTS[0])) * TINY  # mean(prediction * y), before it
+    unscaled = start * float(np.sum(inputs[0])) * tiny  # mean(prediction * y), before it
     if not math.isclose(float(loss), unscaled, rel_tol=0.02):
-        scale = float(np.median(float(loss) / unscaled))
-        return (f"It returned {float(loss):.3g}, {scale:.3g} times the loss: that is the "
-                "scaled loss, which only the tape needs. Return `loss` itself.")
+        return (f"It returned {float(loss):.3g}, {float(loss) / unscaled:.3g} times the loss: "
+                "that is the scaled loss, which only the tape needs. Return `loss` itself.")
     return None
 
 
-def _resume_problem(resume, directory: Path) -> str | None:
+@exercise("04.2", "resume from the newest checkpoint",
+          hint="`checkpoint = tf.train.Checkpoint(step=step, weights=weights)`, `manager = "
+               "tf.train.CheckpointManager(checkpoint, directory, max_to_keep=3)`, then "
+               "`checkpoint.restore(manager.latest_checkpoint)` (it is None in an empty folder, "
+               "and restoring None does nothing); return `manager, int(step)`.",
+          right="It starts at 0 in an empty folder, and new objects resume at the newest "
+                "checkpoint, with the values saved there.")
+def resume(resume_fn) -> str | None:
     import tensorflow as tf
 
     def fresh():
         return tf.Variable(0, dtype=tf.int64, trainable=False), tf.Variable(tf.zeros(3))
 
-    step, weights = fresh()
-    result = resume(str(directory), step, weights)
-    require(result)
-    manager, start = result
-    require(manager, start)
-    if int(start) != 0 or int(step.numpy()) != 0:
-        return f"In an empty folder it returned step {int(start)}, not 0 (a new run)."
-    for number in (5, 12):  # two checkpoints: resuming must take the newest
-        step.assign(number)
-        weights.assign([number, number + 1, number + 2])
-        manager.save(checkpoint_number=number)
-    if not list(directory.glob("*.index")):
-        return ("Its manager saved nowhere in the folder it was given: make the "
-                "`CheckpointManager` with `directory`.")
-    step, weights = fresh()  # new objects, as after a disconnect
-    manager, start = resume(str(directory), step, weights)
+    with tempfile.TemporaryDirectory(prefix="exercise-04-2-", ignore_cleanup_errors=True) as path:
+        step, weights = fresh()
+        result = resume_fn(path, step, weights)
+        require(result)
+        manager, start = result
+        require(manager, start)
+        if int(start) != 0 or int(step.numpy()) != 0:
+            return f"In an empty folder it returned step {int(start)}, not 0 (a new run)."
+        for number in (5, 12):  # two checkpoints: resuming must take the newest
+            step.assign(number)
+            weights.assign([number, number + 1, number + 2])
+            manager.save(checkpoint_number=number)
+        if not list(Path(path).glob("*.index")):
+            return ("Its manager saved nowhere in the folder it was given: make the "
+                    "`CheckpointManager` with `directory`.")
+        step, weights = fresh()  # new objects, as after a disconnect
+        _, start = resume_fn(path, step, weights)
     if int(start) == 0:
         return ("With checkpoints at steps 5 and 12 in the folder, it started at 0: restore "
                 "`manager.latest_checkpoint` into the checkpoint.")
@@ -115,66 +116,6 @@ def _resume_problem(resume, directory: Path) -> str | None:
     return None
 
 
-@exercise("04.2", "resume from the newest checkpoint",
-          hint="`checkpoint = tf.train.Checkpoint(step=step, weights=weights)`, `manager = "
-               "tf.train.CheckpointManager(checkpoint, directory, max_to_keep=3)`, then "
-               "`checkpoint.restore(manager.latest_checkpoint)` (it is None in an empty folder, "
-               "and restoring None does nothing); return `manager, int(step)`.",
-          right="It starts at 0 in an empty folder, and new objects resume at the newest "
-                "checkpoint, with the values saved there.")
-def resume(resume_fn) -> str | None:
-    directory = Path(tempfile.mkdtemp(prefix="exercise-04-2-"))  # made here, removed here
-    try:
-        return _resume_problem(resume_fn, directory)
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
-
-
-class _Device:
-    """A stand-in for an accelerator with a queue: steps are queued, and reading any result
-    waits until every queued step has finished (records when each wait happened)."""
-
-    def __init__(self):
-        self.steps = 0  # queued so far
-        self.queued = 0  # not finished yet
-        self.waits: list[int] = []  # the step count at each wait
-
-    def step(self, batch):
-        self.steps += 1
-        self.queued += 1
-        return _Loss(self, 1.0 / self.steps)
-
-
-class _Loss:
-    """A result on the stand-in device: `float()` or `.numpy()` waits for it."""
-
-    def __init__(self, device: _Device, value: float):
-        self.device, self.value = device, value
-
-    def _read(self) -> float:
-        if self.device.queued:
-            self.device.waits.append(self.device.steps)
-            self.device.queued = 0
-        return self.value
-
-    def numpy(self):
-        return np.float32(self._read())
-
-    def __float__(self):
-        return self._read()
-
-    def item(self):
-        return self._read()
-
-    def __tf_tensor__(self, dtype=None, name=None):  # tf.stack(pending).numpy(): one wait
-        import tensorflow as tf
-
-        return tf.constant(self._read(), dtype=dtype or tf.float32, name=name)
-
-    def __array__(self, dtype=None, copy=None):  # np.array(pending): one wait too
-        return np.asarray(self._read(), dtype=dtype)
-
-
 @exercise("04.3", "read the losses back in batches",
           hint="Append each step's result to `pending` without reading it; when `pending` "
                "holds `read_back` results, read them all (`float(loss)`) into `losses` and "
@@ -183,26 +124,24 @@ class _Loss:
                 "and still returned every step's loss in order.")
 def run_steps(fn) -> str | None:
     for steps, read_back in ((50, 20), (7, 3), (4, 1)):
-        device = _Device()
-        losses = fn(device.step, [None] * steps, read_back)
+        device = Device()
+        losses = fn(device.call, [None] * steps, read_back)
         require(losses)
         losses = list(losses)
         if len(losses) != steps:
             return (f"For {steps} steps it returned {len(losses)} losses: "
                     + ("the ones still pending after the loop were never read."
                        if len(losses) < steps else "some steps were read twice."))
-        if any(placeholder(v) or isinstance(v, _Loss) for v in losses):
+        if any(v is None or v is Ellipsis or isinstance(v, Pending) for v in losses):
             return "It returned the results themselves: read each one back with `float()`."
-        wanted = [1.0 / (i + 1) for i in range(steps)]
-        pairs = zip(losses, wanted, strict=True)
-        if not all(math.isclose(float(a), b, rel_tol=1e-6) for a, b in pairs):
+        if not all(math.isclose(float(a), 1.0 / i, rel_tol=1e-6)
+                   for i, a in enumerate(losses, start=1)):
             return "The losses it returned are not the steps' losses, in the steps' order."
         expected = sorted({*range(read_back, steps + 1, read_back), steps})
         if device.waits != expected:
             return (f"For {steps} steps with read_back={read_back} it waited for the device "
-                    f"after steps {device.waits}, not {expected}: "
-                    + ("read back every `read_back` steps, not each one." if
-                       len(device.waits) > len(expected) else
-                       "read back every `read_back` steps, so that the loop shows its "
-                       "progress and the device does not hold every result."))
+                    f"after steps {device.waits}, not {expected}: read back every `read_back` "
+                    + ("steps, not each one." if len(device.waits) > len(expected) else
+                       "steps, so that the loop shows its progress and the device does not "
+                       "hold every result."))
     return None

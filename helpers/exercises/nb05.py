@@ -1,9 +1,4 @@
-"""Checks for notebook 05's exercises (data parallelism: the distributed loss, the input
-function that shards).
-
-They run real ``tf.distribute`` code on the strategy the notebook made (on a CPU, the logical
-devices it split the CPU into), with small batches, in about a second.
-"""
+"""Checks for notebook 05's exercises (data parallelism), on the notebook's strategy."""
 
 from __future__ import annotations
 
@@ -12,8 +7,7 @@ import numpy as np
 from helpers.exercises import exercise, require
 
 
-def _per_example(values):
-    """The per-example loss the check's model stands for: each example's value, squared."""
+def _per_example(values):  # the per-example loss the check's model stands for
     import tensorflow as tf
 
     return tf.square(tf.cast(values, tf.float32))
@@ -31,8 +25,8 @@ def global_loss(fn, strategy) -> str | None:
 
     replicas = strategy.num_replicas_in_sync
     values = np.random.default_rng(5).uniform(0.5, 2.0, 8 * replicas).astype("float32")
-    # a full batch, then a short last one that leaves some replicas fewer examples (or none)
-    for size in (len(values), replicas + 1):  # the short one splits unevenly, even on 2
+    # a full batch, then a short last one that splits unevenly (some replicas get none), even on 2
+    for size in (len(values), replicas + 1):
         batch = values[:size]
         dataset = tf.data.Dataset.from_tensor_slices(batch).batch(size)
         dist_batch = next(iter(strategy.experimental_distribute_dataset(dataset)))
@@ -51,14 +45,13 @@ def global_loss(fn, strategy) -> str | None:
                     "whose share of the short batch is empty divided by zero. Average over the "
                     "global batch size, not over the share.")
         if not np.isclose(total, want, rtol=1e-4):
-            ratio = total / want
-            why = ""
+            ratio, why = total / want, ""
             if np.isclose(ratio, replicas, rtol=1e-3):
                 why = (" That is each replica's own mean, summed: average over the GLOBAL "
                        "batch instead.")
             elif np.isclose(ratio, 1 / replicas, rtol=1e-3):
-                why = (" That is the global share averaged once more over the replicas: "
-                       "reduce with ReduceOp.SUM.")
+                why = (" That is the global share averaged once more over the replicas: reduce "
+                       "with ReduceOp.SUM.")
             return (f"On {replicas} replicas and a batch of {size}, it gave {total:.5g}, not the "
                     f"global batch's mean loss {want:.5g} ({ratio:.3g} times it).{why}")
     return None
@@ -77,8 +70,7 @@ def array_input_fn(make) -> str | None:
 
     count, global_batch = 100, 24  # no share divides into whole batches: full ones only
     x = np.arange(count, dtype="float32")[:, None] * np.ones((1, 3), "float32")
-    y = np.arange(count, dtype="int64")
-    input_fn = make(x, y, global_batch)
+    input_fn = make(x, np.arange(count, dtype="int64"), global_batch)
     require(input_fn)
     if not callable(input_fn):
         return (f"It returned a {type(input_fn).__name__}: return the input function itself, "
@@ -88,10 +80,9 @@ def array_input_fn(make) -> str | None:
         where = f"{pipelines} input pipeline(s) feeding {replicas} replicas"
         seen = []
         for pipeline in range(pipelines):
-            context = tf.distribute.InputContext(num_input_pipelines=pipelines,
-                                                 input_pipeline_id=pipeline,
-                                                 num_replicas_in_sync=replicas)
-            dataset = input_fn(context)
+            dataset = input_fn(tf.distribute.InputContext(
+                num_input_pipelines=pipelines, input_pipeline_id=pipeline,
+                num_replicas_in_sync=replicas))
             require(dataset)
             if not isinstance(dataset, tf.data.Dataset):
                 return f"With {where}, input_fn returned a {type(dataset).__name__}, not a Dataset."
@@ -100,11 +91,10 @@ def array_input_fn(make) -> str | None:
                 if not isinstance(element, tuple) or len(element) != 2:
                     return f"With {where}, an element is not a pair (images, labels)."
                 images, labels = element
-                size = int(labels.shape[0])
-                if size < per_replica:
+                if (size := int(labels.shape[0])) < per_replica:
                     return (f"With {where}, a batch holds {size} examples, the remainder of the "
-                            f"share: keep full batches only (`drop_remainder=True`), so that "
-                            "every step has the same shape.")
+                            "share: keep full batches only (`drop_remainder=True`), so that every "
+                            "step has the same shape.")
                 if size != per_replica:
                     return (f"With {where}, a batch holds {size} examples, not the per-replica "
                             f"size {per_replica} (the global batch {global_batch} over "
@@ -112,10 +102,9 @@ def array_input_fn(make) -> str | None:
                 if not np.array_equal(images.numpy()[:, 0], labels.numpy()):
                     return f"With {where}, the images and labels of a batch do not match."
                 seen += [int(v) for v in labels.numpy()]
-        twice = sorted({v for v in seen if seen.count(v) > 1})
-        if twice:
-            return (f"With {where}, example {twice[0]} is read more than once "
-                    f"({len(twice)} such): each pipeline must read only its share (`shard` by "
+        if twice := sorted({v for v in seen if seen.count(v) > 1}):
+            return (f"With {where}, example {twice[0]} is read more than once ({len(twice)} "
+                    "such): each pipeline must read only its share (`shard` by "
                     "`num_input_pipelines` and `input_pipeline_id`), once (no `repeat`); a "
                     "`shuffle` before the `shard` also does it, as each pipeline shuffles "
                     "differently: shard first.")

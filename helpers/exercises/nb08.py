@@ -1,10 +1,5 @@
-"""Checks for notebook 08's exercises (Keras 3 on JAX: a pure training step, a batch split
-between the devices).
-
-They run where the notebook runs: Keras on the JAX backend, with TensorFlow absent or unused.
-Keras and JAX are imported inside each check, never at import (every notebook loads the
-checks of all of them).
-"""
+"""Checks for notebook 08's exercises (Keras 3 on JAX), run where the notebook runs; Keras and
+JAX are imported in each check, as every notebook loads all the checks."""
 
 from __future__ import annotations
 
@@ -13,15 +8,11 @@ import numpy as np
 from helpers.exercises import exercise, require
 
 
-def _small_classifier(keras, seed: int):
+def _small_classifier(keras):
     """Logits out, with batch norm, so that the step must carry the non-trainable state."""
-    keras.utils.set_random_seed(seed)
-    return keras.Sequential([
-        keras.Input((6,)),
-        keras.layers.Dense(16, activation="relu"),
-        keras.layers.BatchNormalization(),
-        keras.layers.Dense(3),
-    ])
+    keras.utils.set_random_seed(1)
+    return keras.Sequential([keras.Input((6,)), keras.layers.Dense(16, activation="relu"),
+                             keras.layers.BatchNormalization(), keras.layers.Dense(3)])
 
 
 @exercise("08.1", "write a classifier's pure training step",
@@ -42,7 +33,7 @@ def classifier_step(fn) -> str | None:
     rng = np.random.default_rng(8)
     x = rng.standard_normal((32, 6)).astype("float32")
     y = rng.integers(0, 3, 32).astype("int32")
-    theirs, ours = _small_classifier(keras, 1), _small_classifier(keras, 1)
+    theirs, ours = _small_classifier(keras), _small_classifier(keras)
     optimizer = keras.optimizers.Adam(0.01)
     optimizer.build(theirs.trainable_variables)
     step = fn(theirs, optimizer)
@@ -61,20 +52,19 @@ def classifier_step(fn) -> str | None:
     # a sample weight given: under a distribution (notebook 08 sets one) Keras cannot place None
     want_loss = float(ours.train_on_batch(x, y, sample_weight=np.ones(len(y), "float32")))
     if not np.isclose(float(np.asarray(loss)), want_loss, rtol=1e-4):
-        return (f"Your loss is {float(np.asarray(loss)):.5g}, Keras's {want_loss:.5g}: the mean "
-                "sparse categorical cross-entropy on logits (from_logits=True), before the "
-                "update.")
-    parts = (("trainable weights", new_state[0], ours.trainable_variables),
-             ("non-trainable values (batch norm's moving statistics)", new_state[1],
-              ours.non_trainable_variables),
-             ("optimizer variables (its step count and moments)", new_state[2],
-              ours.optimizer.variables))
-    for name, got, want in parts:
-        if len(got) != len(want) or not all(
-                np.allclose(np.asarray(a), np.asarray(b.value), atol=1e-5)
-                for a, b in zip(got, want, strict=False)):
-            advice = {"trainable": ".", "non-trainable": ": keep what stateless_call returns.",
-                      "optimizer": ": return what stateless_apply returns."}[name.split()[0]]
+        loss = float(np.asarray(loss))
+        return (f"Your loss is {loss:.5g}, Keras's {want_loss:.5g}: the mean sparse categorical "
+                "cross-entropy on logits (from_logits=True), before the update.")
+    for name, got, want, advice in (
+            ("trainable weights", new_state[0], ours.trainable_variables, "."),
+            ("non-trainable values (batch norm's moving statistics)", new_state[1],
+             ours.non_trainable_variables, ": keep what stateless_call returns."),
+            ("optimizer variables (its step count and moments)", new_state[2],
+             ours.optimizer.variables, ": return what stateless_apply returns.")):
+        same = len(got) == len(want) and all(
+            np.allclose(np.asarray(a), np.asarray(b.value), atol=1e-5)
+            for a, b in zip(got, want, strict=True))
+        if not same:
             return f"The loss is right, but the new {name} are not Keras's after one step{advice}"
     return None
 
@@ -89,8 +79,7 @@ def split_batch(fn, devices=None) -> str | None:
     import jax
 
     devices = list(devices or jax.devices())
-    cases = [devices, devices[:2], devices[:1]] if len(devices) > 2 else [devices]
-    for device_list in cases:
+    for device_list in [devices, devices[:2], devices[:1]] if len(devices) > 2 else [devices]:
         n = len(device_list)
         array = np.arange(8 * n * 3, dtype="float32").reshape(8 * n, 3)
         result = fn(array, device_list)
@@ -99,12 +88,10 @@ def split_batch(fn, devices=None) -> str | None:
             return f"It returned a {type(result).__name__}, not a JAX array on the devices."
         if not np.array_equal(np.asarray(result), array):
             return "Its values are not the array's: place it, do not change it."
-        where = {s.device for s in result.addressable_shards}
-        if where != set(device_list):
+        if (where := {s.device for s in result.addressable_shards}) != set(device_list):
             return (f"With {n} device(s), it lives on {len(where)} of them: put it on exactly "
                     "the devices given.")
-        rows = [len(np.asarray(s.data)) for s in result.addressable_shards]
-        if rows != [8] * n:
+        if (rows := [len(np.asarray(s.data)) for s in result.addressable_shards]) != [8] * n:
             return (f"With {n} devices, they hold {sorted(set(rows))} rows each, not 8 of the "
                     f"{8 * n}: split the first axis, do not copy the whole array to each.")
     return None

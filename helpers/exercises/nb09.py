@@ -1,26 +1,12 @@
-"""Checks for notebook 09's exercises (PyTorch/XLA: a batch split over a mesh, a checkpoint
-saved from the CPU copy).
-
-They run where the notebook runs, with ``torch_xla`` started in SPMD mode; ``torch`` and
-``torch_xla`` are imported inside each check, never at import (every notebook loads the checks
-of all of them).
-"""
+"""Checks for notebook 09's exercises (PyTorch/XLA), run where the notebook runs (in SPMD mode);
+torch and torch_xla are imported in each check, as every notebook loads all the checks."""
 
 from __future__ import annotations
 
-import ast
-import inspect
 import tempfile
-import textwrap
 from pathlib import Path
 
-from helpers.exercises import exercise, require
-
-
-def _spec(tensor) -> str:
-    import torch_xla
-
-    return torch_xla._XLAC._get_xla_sharding_spec(tensor)
+from helpers.exercises import NotDone, exercise, require, untouched
 
 
 @exercise("09.1", "split a batch between the devices of a mesh",
@@ -45,12 +31,21 @@ def split_batch(fn, mesh=None) -> str | None:
         torch_xla.sync()
         if not torch.equal(result.cpu(), batch):
             return "Its values are not the batch's: place it, do not change it."
-        spec = _spec(result)
+        spec = torch_xla._XLAC._get_xla_sharding_spec(result)
         want = "[" + ",".join([str(count)] + ["1"] * (len(shape) - 1)) + "]"
         if count > 1 and want not in spec.replace(" ", ""):
             return (f"For a batch of shape {shape} its sharding is {spec or 'none (replicated)'}"
                     f": the first axis must be split {count} ways, the others kept whole.")
     return None
+
+
+def _leaves(value) -> list:
+    """What a state dict holds, its dicts, lists and tuples opened."""
+    if isinstance(value, dict):
+        return _leaves(list(value.values()))
+    if isinstance(value, list | tuple):
+        return [leaf for v in value for leaf in _leaves(v)]
+    return [value]
 
 
 @exercise("09.2", "save a checkpoint from the CPU copy",
@@ -68,15 +63,15 @@ def save_checkpoint(fn, device=None) -> str | None:
     torch.manual_seed(9)
     model = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.Linear(8, 1)).to(device)
     optimizer = torch.optim.Adam(model.parameters(), 1e-2)
-    x = torch.randn(16, 4).to(device)
-    model(x).pow(2).mean().backward()
+    model(torch.randn(16, 4).to(device)).pow(2).mean().backward()
     optimizer.step()
     torch_xla.sync()
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "checkpoint.pt"
         answer = fn(path, model, optimizer, 7)
         if not path.exists():
-            require(None if answer is None and _untouched(fn) else True)
+            if answer is None and untouched(fn):
+                raise NotDone
             return "Nothing was written at `path`."
         try:
             state = torch.load(path, map_location=None, weights_only=True)
@@ -85,9 +80,8 @@ def save_checkpoint(fn, device=None) -> str | None:
                     "save state dicts (tensors, numbers), not the model or optimizer objects.")
     if not isinstance(state, dict) or not {"model", "optimizer", "step"} <= set(state):
         return "The file must hold a dict with the keys 'model', 'optimizer' and 'step'."
-    tensors = [t for t in _tensors(state) if isinstance(t, torch.Tensor)]
-    on_xla = [t for t in tensors if t.device.type != "cpu"]
-    if on_xla:
+    if on_xla := [t for t in _leaves(state)
+                  if isinstance(t, torch.Tensor) and t.device.type != "cpu"]:
         return (f"{len(on_xla)} of its tensors are on {on_xla[0].device}, not the CPU: a "
                 "machine without XLA cannot load them.")
     if state["step"] != 7:
@@ -98,25 +92,3 @@ def save_checkpoint(fn, device=None) -> str | None:
     if not state["optimizer"].get("state"):
         return "Its optimizer state is empty: save optimizer.state_dict() after training."
     return None
-
-
-def _untouched(fn) -> bool:
-    """Whether ``fn``'s body is still the exercise's placeholder: a docstring and ``...``."""
-    try:
-        body = ast.parse(textwrap.dedent(inspect.getsource(fn))).body[0].body
-    except (OSError, TypeError, SyntaxError, IndexError, AttributeError):
-        return False
-    constants = [n.value.value for n in body
-                 if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)]
-    return len(constants) == len(body) and Ellipsis in constants
-
-
-def _tensors(value):
-    if isinstance(value, dict):
-        for v in value.values():
-            yield from _tensors(v)
-    elif isinstance(value, list | tuple):
-        for v in value:
-            yield from _tensors(v)
-    else:
-        yield value
