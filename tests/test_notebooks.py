@@ -120,6 +120,9 @@ def test_notebook_runs_with_test_parameters(path, tmp_path):
     assert PASSES == 1 or result.differ is not None, "the second run was compared with the first"
     assert not result.differ, "the two runs disagree (nbval):\n" + "\n".join(result.differ)
     assert "This run took " in result.executed.read_text(), "it says how long it ran"
+    if PASSES > 1:  # make site-test builds the site from the first runs, highlighted as IPython
+        first = json.loads((BUILD / "first-pass" / path.name).read_text())
+        assert first["metadata"]["language_info"].get("pygments_lexer") == "ipython3"
     noise = [line for line in ("Please report this", "AutoGraph could not transform",
                                "child: Downloading") if line in result.executed.read_text()]
     assert not noise, f"outputs that look like a crash, or a download: {noise}"

@@ -71,6 +71,9 @@ def _register_engine() -> None:
                 if self.nb.metadata.papermill.get("exception"):
                     return
                 if number == 1 and self.passes > 1 and self.first_pass:
+                    # what papermill records after the last pass, which the site's lexer reads
+                    info = self.wait_for_reply(self.kc.kernel_info())["content"]
+                    self.nb.metadata["language_info"] = info["language_info"]
                     nbformat.write(self.nb, self.first_pass)
             if self.validations:
                 self.nb.metadata[VALIDATIONS_KEY] = [self.validate(r) for r in self.validations]
