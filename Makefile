@@ -45,7 +45,7 @@ COMPAT_STAMP := $(COMPAT_VENV)/.installed
 COMPAT_BUILD := build/test-compat
 COMPAT_PYTEST := $(COMPAT_BIN)/python -m pytest -q -p no:cacheprovider
 # The TPU stack (requirements-tpu.txt): Colab's TPU image, JAX, Keras and torch_xla without
-# TensorFlow, for notebooks 08 and 09, on Python 3.12 (found as COMPAT_PYTHON is; or pass
+# TensorFlow, for notebooks 09 and 10, on Python 3.12 (found as COMPAT_PYTHON is; or pass
 # TPU_PYTHON=/path/to/python3.12). It registers its kernel in .venv as "course-tpu", through
 # which `make run` executes those two notebooks.
 TPU_PYTHON ?= $(call find_python,3.12)
@@ -55,7 +55,7 @@ TPU_STAMP := $(TPU_VENV)/.installed
 TPU_KERNEL_STAMP := $(VENV)/.tpu-kernel
 TPU_BUILD := build/test-tpu
 TPU_PYTEST := $(TPU_BIN)/python -m pytest -q -p no:cacheprovider
-# What notebook 08's first cell sets (Keras on JAX, 8 host devices) and notebook 09's
+# What notebook 09's first cell sets (Keras on JAX, 8 host devices) and notebook 10's
 # (PyTorch/XLA on 8 CPU devices), for the unit tests of their plumbing and checks
 JAX_ENV := KERAS_BACKEND=jax JAX_PLATFORMS=cpu XLA_FLAGS=--xla_force_host_platform_device_count=8
 XLA_ENV := PJRT_DEVICE=CPU CPU_NUM_DEVICES=8
@@ -80,7 +80,7 @@ help:
 	@echo "make test                      lint, notebook checks, unit tests (pinned and compat"
 	@echo "                               stacks), each notebook run twice in one kernel on the"
 	@echo "                               compat stack (exercises untouched, then solved; nbval"
-	@echo "                               compares the runs), 08 and 09 on the TPU stack"
+	@echo "                               compares the runs), 09 and 10 on the TPU stack"
 	@echo "make bench                     run the benchmarks into build/bench/results.{json,md}"
 	@echo "make bench-test                the benchmarks' own tests (CI runs them after make test)"
 	@echo "make gpu-check                 the course on an NVIDIA GPU (CUDA TF in .venv-gpu) into"
@@ -234,7 +234,7 @@ compat-notebooks: $(COMPAT_STAMP)
 	$(TEST_ENV) $(COMPAT_ENV) $(COMPAT_PYTEST) $(NOTEBOOK_SPLIT) -m notebooks
 
 # The TPU stack, where TensorFlow is not installed: the plumbing and exercise checks of
-# notebooks 08 and 09 (one engine per process, as in the notebooks), what runs without
+# notebooks 09 and 10 (one engine per process, as in the notebooks), what runs without
 # TensorFlow, then both notebooks twice in one kernel (exercises untouched, then solved) and
 # their invalid parameter values.
 # Its three parts need three environments (one engine per process), so they run as three
@@ -253,7 +253,7 @@ tpu-unit-pytorch-xla:
 	$(TEST_ENV) $(XLA_ENV) $(TPU_PYTEST) -m tpu tests/test_tpu_pytorch_xla.py
 
 # JAX's persistent compilation cache (a folder of this stage's, emptied first): the second
-# "Run all" of notebook 08 reuses what the first compiled, as the same programs on new objects.
+# "Run all" of notebook 09 reuses what the first compiled, as the same programs on new objects.
 TPU_JAX_CACHE := JAX_COMPILATION_CACHE_DIR=$(abspath $(TPU_BUILD))/jax-cache \
   JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0 JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES=0
 tpu-notebooks: $(TPU_STAMP)

@@ -24,7 +24,7 @@ REAL = {  # the real data sets: image shape and class names
 }
 DATASETS = (*REAL, "digits", "synthetic")  # and the offline ones, always available
 OFFLINE_ENV = "COURSE_OFFLINE"
-#: The file ``keras.datasets.mnist`` downloads, and its SHA-256 (for notebook 09, without Keras).
+#: The file ``keras.datasets.mnist`` downloads, and its SHA-256 (for notebook 10, without Keras).
 MNIST_URL = "https://storage.googleapis.com/tensorflow/tf-keras-datasets/mnist.npz"
 MNIST_SHA256 = "731c5ac602752760c8e48fbffcf8c3b850d9dc2a2aedcf2cc48468fc17b673d1"
 

@@ -1,4 +1,4 @@
-"""Plumbing of notebook 05 (data parallel), reused by 07, 08 and 09: the global batch rule, the
+"""Plumbing of notebook 06 (data parallel), reused by 08, 09 and 10: the global batch rule, the
 in-memory dataset, the classifier's compile and timed ``fit``, and 1-versus-N comparisons."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from helpers.timing import epoch_timer, steady_state
 
 
 def expected_replicas(accelerator: object, logical_devices: object, gpus: int, tpu_usable: bool):
-    """The replicas notebook 05's strategy will make (None on a TPU: checked once connected)."""
+    """The replicas notebook 06's strategy will make (None on a TPU: checked once connected)."""
     if tpu_usable and accelerator in ("auto", "tpu"):
         return None
     if gpus > 1 and accelerator in ("auto", "gpu"):
@@ -120,7 +120,7 @@ def tpu_batch_advice(kind: str, global_batch: int, replicas: int) -> str:
 
 def check_parameters(*, tpu, accelerator, logical_devices, global_batch_size, epochs,
                      steps_per_execution, steps_per_call, max_images, use_bfloat16, work_dir):
-    """Notebook 05's parameters (``tpu``: what detect_tpu found): one line names a wrong one."""
+    """Notebook 06's parameters (``tpu``: what detect_tpu found): one line names a wrong one."""
     import tensorflow as tf
 
     replicas = expected_replicas(accelerator, logical_devices,
@@ -140,5 +140,5 @@ def check_parameters(*, tpu, accelerator, logical_devices, global_batch_size, ep
 
 
 def check_batch(global_batch_size, replicas: int):
-    """Notebook 05's ``global_batch_size`` checked again, against its strategy's replicas."""
+    """Notebook 06's ``global_batch_size`` checked again, against its strategy's replicas."""
     return validate(echo=False, global_batch_size=(global_batch_size, batch_rule(replicas)))

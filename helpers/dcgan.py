@@ -1,4 +1,4 @@
-"""Plumbing of notebook 04 (DCGAN), reused by 05 and 08: precision and XLA per device, the run's
+"""Plumbing of notebook 04 (DCGAN), reused by 06 and 09: precision and XLA per device, the run's
 files and session share, an offline scorer, and Keras's batch norm and dropout made faster."""
 
 from __future__ import annotations

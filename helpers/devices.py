@@ -117,12 +117,12 @@ def verdict(gpus: list[GPU], tpu: TPUStatus, platform: str = "local",
     """What this runtime can train on, and what to do (``jax_tpu``: can JAX drive the TPU)."""
     if tpu.usable:
         return Verdict("tpu", "TPU: ready for TensorFlow's TPUStrategy.",
-                       "Notebook 05 trains on it with TPUStrategy; notebooks 08 and 09 with JAX "
+                       "Notebook 06 trains on it with TPUStrategy; notebooks 09 and 10 with JAX "
                        "and PyTorch/XLA.")
     jax_tpu = _installed("jax") and _installed("libtpu") if jax_tpu is None else jax_tpu
     if tpu.hardware and jax_tpu:
         return Verdict("cpu", "TPU for JAX and PyTorch/XLA only: TensorFlow cannot use this TPU.",
-                       "Notebook 08 trains on it with Keras 3 on JAX, notebook 09 with PyTorch/XLA "
+                       "Notebook 09 trains on it with Keras 3 on JAX, notebook 10 with PyTorch/XLA "
                        "(the table above says which of them this runtime has). TensorFlow's "
                        "notebooks run on its CPU here; for a GPU: Runtime > Change runtime type > "
                        f"T4 GPU. ({tpu.message})")
@@ -135,7 +135,7 @@ def verdict(gpus: list[GPU], tpu: TPUStatus, platform: str = "local",
         return Verdict("cpu",
                        "CPU only: a TPU is attached, but neither TensorFlow nor JAX can use it.",
                        f"{tpu.message}. Or install JAX for TPUs (pip install 'jax[tpu]') and run "
-                       "notebook 08 with Keras on JAX.")
+                       "notebook 09 with Keras on JAX.")
     if smi:
         return Verdict("cpu",
                        f"CPU only: nvidia-smi sees {smi[0]['name']}, but TensorFlow does not.",
@@ -203,11 +203,11 @@ def engines_here(version: Callable[..., str | None] = _version, hardware: bool |
          "no: no tensorflow-tpu here (no free TPU runtime ships it)",
          "no: a CPU-only build" if tf and tf.startswith("tensorflow-cpu") else
          "yes, where its CUDA build matches the driver (the verdict below says)"),
-        ("Keras 3 on JAX", jax and keras and f"{jax}, {keras}", "08",
+        ("Keras 3 on JAX", jax and keras and f"{jax}, {keras}", "09",
          "yes" if libtpu else "no: libtpu is missing (pip install 'jax[tpu]')",
          "yes" if version("jax-cuda12-plugin", "jax-cuda13-plugin") else
          "no: jax without its CUDA plugin"),
-        ("PyTorch/XLA", version("torch_xla", "torch-xla"), "09",
+        ("PyTorch/XLA", version("torch_xla", "torch-xla"), "10",
          "yes" if libtpu else "no: libtpu is missing (pip install 'torch_xla[tpu]')",
          "no: PyTorch drives GPUs itself, without XLA"),
     ]

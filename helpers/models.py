@@ -1,5 +1,5 @@
-"""Every classifier the course trains and times: ``mnist_cnn`` and ``cifar_cnn`` (02, 03, 06),
-``replica_classifier`` (05, 07, 08) and ``scoring_classifier`` (04's image scores). Each ends
+"""Every classifier the course trains and times: ``mnist_cnn`` and ``cifar_cnn`` (02, 03, 07),
+``replica_classifier`` (06, 08, 09) and ``scoring_classifier`` (04's image scores). Each ends
 in a float32 layer, numerically safe under a mixed-precision policy."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Plumbing of notebook 06 (out of memory): training in a child process (whose memory goes
+"""Plumbing of notebook 07 (out of memory): training in a child process (whose memory goes
 back to the system when it exits), the largest-batch search, memory readings, and the message
 for a device setting made too late."""
 
@@ -114,7 +114,7 @@ def find_max_batch(try_batch: Callable[[int], object], start: int = 8, limit: in
 
 def child_memory_setup(task: dict) -> str:
     """The child's first act, before any TensorFlow op: the caller's ``memory_setup(gpus,
-    limit_mb)`` (06's ``set_gpu_memory`` as its cell last defined it, sent as source: a kernel's
+    limit_mb)`` (07's ``set_gpu_memory`` as its cell last defined it, sent as source: a kernel's
     function cannot be pickled), for memory growth or a hard limit of ``task["gpu_limit_mb"]``
     on each GPU (a batch over it fails with a real OOM). Says what it set."""
     import tensorflow as tf
@@ -292,7 +292,7 @@ def budget_trial(model: str, x, y, budget_mb: float, steps: int = 2, policy: str
 
 def check_parameters(*, model_name, batch_sizes, memory_limit_mb, budget_mb, max_batch,
                      micro_batch):
-    """Notebook 06's parameters, checked before any work: one line names a wrong one."""
+    """Notebook 07's parameters, checked before any work: one line names a wrong one."""
     smi = devices.nvidia_smi()  # a limit above the smallest GPU's memory means nothing
     gpu_mb = min((g["memory_total_mib"] or 1_000_000 for g in smi), default=1_000_000)
     return validate(

@@ -1,4 +1,4 @@
-"""Fresh processes with TensorFlow imported but never started (06's trials, 07's workers),
+"""Fresh processes with TensorFlow imported but never started (07's trials, 08's workers),
 forked by a fork server that imported :data:`PRELOAD` once (:func:`context`), or, for children
 that listen on ports, by a :class:`Host` in a network namespace whose only interface is loopback.
 A module that starts children registers its ``atexit`` hook after importing this one, so that it
@@ -65,7 +65,7 @@ def _run_script(script: str, args: list[str], env: dict[str, str], log: str) -> 
 
 
 def follow_launcher(interval_s: float = 1.0) -> None:
-    """In a child (07's workers, 04's training process): SIGKILL this process (and its group)
+    """In a child (08's workers, 04's training process): SIGKILL this process (and its group)
     as soon as its launcher (:data:`LAUNCHER_ENV`) is gone."""
     launcher = os.environ.get(LAUNCHER_ENV)
     if not launcher:

@@ -1,5 +1,5 @@
-"""Plumbing of notebook 07: the replica devices (several GPUs, one GPU split, or the CPU
-split); :func:`run_cluster`, which runs 07's ``worker.py`` once per worker where no other
+"""Plumbing of notebook 08: the replica devices (several GPUs, one GPU split, or the CPU
+split); :func:`run_cluster`, which runs 08's ``worker.py`` once per worker where no other
 machine reaches their ports (:func:`exposure`), restarts the cluster from the chief's newest
 checkpoint when a worker dies, and lets no worker outlive it; and :func:`read_trace`, which
 reads the profiler's ``.xplane.pb`` without TensorBoard's profile plugin."""
@@ -172,7 +172,7 @@ def outside_addresses() -> list[str]:
     return sorted({a for a in found if not ipaddress.ip_address(a).is_loopback} | names)
 
 
-#: Why local workers must be kept from other machines (notebook 07 says it in prose too)
+#: Why local workers must be kept from other machines (notebook 08 says it in prose too)
 LISTENS_EVERYWHERE = (
     "TensorFlow's workers listen on every interface whatever host TF_CONFIG names, and take "
     "operations that read and write files from whoever reaches their ports"
@@ -398,7 +398,7 @@ def plot_recovery(recovered: ClusterResult, reference: ClusterResult, kill_step:
     return fig
 
 
-STEP_NAME = "train"  # the step markers notebook 07's ``capture`` writes into the trace
+STEP_NAME = "train"  # the step markers notebook 08's ``capture`` writes into the trace
 OP_EVENT = re.compile(r"^(?P<name>[^:]+):(?P<type>[A-Za-z_][A-Za-z0-9_]*)$")  # scope/name:Type
 #: events where a step waits for its next input batch
 INPUT_EVENTS = ("IteratorGetNextOp::DoCompute", "IteratorGetNextAsOptionalOp::DoCompute")
@@ -448,7 +448,7 @@ def trace_file(logdir, since: float) -> Path:
 
 
 def read_trace(path) -> TraceSummary:
-    """Summarise the steps ``capture`` (notebook 07) marked in the trace at ``path``."""
+    """Summarise the steps ``capture`` (notebook 08) marked in the trace at ``path``."""
     from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
     space = xplane_pb2.XSpace()
@@ -541,7 +541,7 @@ def _overlap(intervals, steps) -> int:
 def check_parameters(*, replicas, per_replica_batch, scaling_epochs, max_images, workers,
                      global_batch_size, worker_steps, checkpoint_every, kill_at_step,
                      profile_steps, decode_ms, work_dir, open_ports):
-    """Notebook 07's parameters, checked before any work: one line names a wrong one."""
+    """Notebook 08's parameters, checked before any work: one line names a wrong one."""
     return rules.validate(
         replicas=(replicas, rules.integer(1, 64)),
         per_replica_batch=(per_replica_batch, rules.integer(1, 4096)),

@@ -1,4 +1,4 @@
-"""Plumbing of notebook 08 (TPUs with Keras 3 on JAX; the lesson is its cells): the engine check,
+"""Plumbing of notebook 09 (TPUs with Keras 3 on JAX; the lesson is its cells): the engine check,
 parameter checks, the device line and the 1-versus-N table. No TensorFlow (Colab's TPU runtimes
 lack it); Keras and JAX are imported in the functions, after the notebook's first cell.
 """
@@ -43,7 +43,7 @@ def comparison_rows(models: dict, reference: str) -> list[list[str]]:
 
 def check_parameters(*, global_batch_size, epochs, steps_per_execution, gan_steps, max_images,
                      use_bfloat16):
-    """Notebook 08's parameters, checked before any work: one line names a wrong one."""
+    """Notebook 09's parameters, checked before any work: one line names a wrong one."""
     import jax
 
     return validate(

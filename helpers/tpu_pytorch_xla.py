@@ -1,4 +1,4 @@
-"""Plumbing of notebook 09 (TPUs with PyTorch/XLA; the lesson is its cells): parameter checks,
+"""Plumbing of notebook 10 (TPUs with PyTorch/XLA; the lesson is its cells): parameter checks,
 the device line, the run's checkpoint files, the 1-versus-N table, the old posts' calls probed
 here. No TensorFlow; torch_xla is imported in the functions, after the notebook's first cell.
 """
@@ -14,7 +14,7 @@ import numpy as np
 from helpers.data_parallel import batch_rule, largest_difference
 from helpers.errors import RunUnreadable
 from helpers.params import all_of, boolean, enough_images, folder, integer, validate
-from helpers.workdirs import same_settings as same_settings  # notebook 09 checks its run with it
+from helpers.workdirs import same_settings as same_settings  # notebook 10 checks its run with it
 
 CHECKPOINT = re.compile(r"^step-(\d{7})\.pt$")
 
@@ -103,7 +103,7 @@ def old_and_new() -> list[list[str]]:
 
 def check_parameters(*, global_batch_size, steps, checkpoint_every, max_images, use_bfloat16,
                      run_dir, fresh_start):
-    """Notebook 09's parameters, checked before any work: one line names a wrong one."""
+    """Notebook 10's parameters, checked before any work: one line names a wrong one."""
     import torch_xla.runtime as xr
 
     devices_here = xr.global_runtime_device_count()  # chips, or simulated CPU devices

@@ -18,7 +18,7 @@ ROOT = "course_runs"
 COLAB_DRIVE = "/content/drive/MyDrive"  # where 04's run_dir goes with use_drive=True
 MARKER = ".course_work_folder"
 RUN_FILE = "run.json"  # a resumable run's settings (see same_run)
-RUN_FILES = (RUN_FILE, "step-*.pt")  # what a resumable run (04's, 09's) leaves: never a work_dir
+RUN_FILES = (RUN_FILE, "step-*.pt")  # what a resumable run (04's, 10's) leaves: never a work_dir
 LOCK = ".course_work_folder.lock"  # locked while a process uses the folder; never deleted
 _HELD: dict[Path, object] = {}  # folder (resolved) -> the open file whose lock this process holds
 MARKER_TEXT = (

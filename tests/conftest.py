@@ -72,7 +72,7 @@ def folder_parameters(path: Path) -> list[str]:
 # (docs/instructor_notes.md quotes them); the records go to a file, as the test workers are
 # processes of their own.
 
-#: the modules that test exercise checks (08's and 09's test their plumbing beside them)
+#: the modules that test exercise checks (09's and 10's test their plumbing beside them)
 EXERCISE_TESTS = ("test_exercises_nb", "test_tpu_keras_jax", "test_tpu_pytorch_xla")
 CORPUS_DIR = Path(__file__).resolve().parent.parent / "build" / "exercise-corpus"
 CORPUS = {"file": CORPUS_DIR / f"{os.getpid()}.jsonl"}  # one per run: its controller's pid

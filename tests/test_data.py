@@ -94,7 +94,7 @@ def _fake_npz():
 
 
 def test_mnist_without_keras_downloads_keras_file_once_checked(monkeypatch, tmp_path, online):
-    """Notebook 09 uses no Keras: MNIST comes from the file keras.datasets reads, downloaded
+    """Notebook 10 uses no Keras: MNIST comes from the file keras.datasets reads, downloaded
     once into the same cache, checked against its SHA-256, never left half-written."""
     payload, calls = _fake_npz(), []
 

@@ -122,8 +122,8 @@ def test_engines_on_colabs_tpu_runtime_name_08_and_09_and_no_tensorflow():
                            **{"torch_xla": "2.9.0"})
     rows = {row[0]: row for row in devices.engines_here(colab_tpu, hardware=True, gpus=0)}
     assert rows["TensorFlow"][1:] == ["not installed", "", ""]
-    assert rows["Keras 3 on JAX"][2] == "TPU: yes" and rows["Keras 3 on JAX"][3] == "08"
-    assert rows["PyTorch/XLA"][2] == "TPU: yes" and rows["PyTorch/XLA"][3] == "09"
+    assert rows["Keras 3 on JAX"][2] == "TPU: yes" and rows["Keras 3 on JAX"][3] == "09"
+    assert rows["PyTorch/XLA"][2] == "TPU: yes" and rows["PyTorch/XLA"][3] == "10"
 
 
 def test_engines_on_kaggles_tpu_runtime_say_its_tensorflow_cannot_use_the_tpu():
@@ -149,7 +149,7 @@ def test_engines_on_a_gpu_runtime_and_on_a_cpu():
 def test_the_verdict_on_a_tpu_only_jax_can_drive_names_08_and_09(monkeypatch):
     tpu = devices.TPUStatus(hardware=True, message="TensorFlow is not installed")
     verdict = devices.verdict([], tpu, "colab", jax_tpu=True)
-    assert "Notebook 08" in verdict.advice and "notebook 09" in verdict.advice
+    assert "Notebook 09" in verdict.advice and "notebook 10" in verdict.advice
     monkeypatch.setattr(devices, "_installed", lambda name: name in ("jax", "libtpu"))
     assert devices.verdict([], tpu, "colab").headline.startswith("TPU for JAX")  # found so
     monkeypatch.setattr(devices, "_installed", lambda name: name == "jax")  # no libtpu

@@ -88,9 +88,9 @@ def eight_replicas(fresh_process):
     return json.loads([line for line in done.output.splitlines() if line.startswith("{")][-1])
 
 
-# The classifier's 1-versus-8 table and fit's fallback are notebook 05's own outputs, checked
+# The classifier's 1-versus-8 table and fit's fallback are notebook 06's own outputs, checked
 # on its run (tests/test_notebooks.py, check_replicas); this is notebook 04's GAN step, which
-# notebook 05 times but does not compare.
+# notebook 06 times but does not compare.
 @pytest.mark.heavy
 def test_one_and_eight_replicas_make_the_same_gan_update(eight_replicas):
     synced = eight_replicas["gan True"]

@@ -1,184 +1,186 @@
-"""Notebook 06's exercise checks: each passes its solution and says "not yet", with what is
-wrong, to the untouched exercise and to the usual mistakes."""
+"""Notebook 06's exercise checks: each says "right" to its solution (the block in
+solutions/06_data_parallel.py) and to right answers written differently, and "not yet", with
+the expected reason, to the untouched exercise and to the usual mistakes.
 
-from __future__ import annotations
+The checks run real ``tf.distribute`` code on the notebook's strategy, so the answers run in a
+process of their own whose CPU is split into 8 logical devices, as the notebook splits it
+(this test process started TensorFlow long ago)."""
 
-import numpy as np
+import json
+import textwrap
+
 import pytest
-from solved import solution_functions
 
-from helpers.exercises import check
-from helpers.logs import import_tensorflow
+UNTOUCHED = "still holds its placeholder"
+
+# 06.1: (name, source of global_loss, right, what the verdict must say)
+GLOBAL_LOSS = [
+    ("solution", None, True, "right"),
+    ("untouched", '''
+def global_loss(strategy, per_example_loss, dist_batch, global_batch_size):
+    """docstring"""
+    ...
+''', False, UNTOUCHED),
+    ("sum-then-divide", '''
+def global_loss(strategy, per_example_loss, dist_batch, global_batch_size):
+    sums = strategy.run(lambda b: tf.reduce_sum(per_example_loss(b)), args=(dist_batch,))
+    return strategy.reduce("SUM", sums, axis=None) / global_batch_size
+''', True, "right"),
+    ("divided-inside-by-hand", '''
+def global_loss(strategy, per_example_loss, dist_batch, global_batch_size):
+    def share(b):
+        return tf.reduce_sum(per_example_loss(b)) / tf.cast(global_batch_size, tf.float32)
+    return float(strategy.reduce(tf.distribute.ReduceOp.SUM,
+                                 strategy.run(share, args=(dist_batch,)), axis=None))
+''', True, "right"),
+    ("per-replica-means-summed", '''
+def global_loss(strategy, per_example_loss, dist_batch, global_batch_size):
+    means = strategy.run(lambda b: tf.reduce_mean(per_example_loss(b)), args=(dist_batch,))
+    return strategy.reduce(tf.distribute.ReduceOp.SUM, means, axis=None)
+''', False, "each replica's own mean"),
+    ("reduced-with-mean", '''
+def global_loss(strategy, per_example_loss, dist_batch, global_batch_size):
+    share = strategy.run(lambda b: tf.nn.compute_average_loss(
+        per_example_loss(b), global_batch_size=global_batch_size), args=(dist_batch,))
+    return strategy.reduce(tf.distribute.ReduceOp.MEAN, share, axis=None)
+''', False, "reduce with ReduceOp.SUM"),
+    ("per-replica-means-averaged", '''
+def global_loss(strategy, per_example_loss, dist_batch, global_batch_size):
+    means = strategy.run(lambda b: tf.reduce_mean(per_example_loss(b)), args=(dist_batch,))
+    return strategy.reduce(tf.distribute.ReduceOp.MEAN, means, axis=None)
+''', False, "divided by zero"),  # right on equal shares only: the short batch shows it
+    ("not-reduced", '''
+def global_loss(strategy, per_example_loss, dist_batch, global_batch_size):
+    return strategy.run(lambda b: tf.nn.compute_average_loss(
+        per_example_loss(b), global_batch_size=global_batch_size), args=(dist_batch,))
+''', False, "one value per replica"),
+    ("no-strategy-run", '''
+def global_loss(strategy, per_example_loss, dist_batch, global_batch_size):
+    return tf.reduce_mean(per_example_loss(dist_batch))
+''', False, "Your code raised"),
+]
+
+# 06.2: (name, source of array_input_fn, right, what the verdict must say)
+INPUT_FN = [
+    ("solution", None, True, "right"),
+    ("untouched", '''
+def array_input_fn(x, y, global_batch):
+    """docstring"""
+    ...
+''', False, UNTOUCHED),
+    ("shard-after-batch-divide-by-hand", '''
+def array_input_fn(x, y, global_batch):
+    def input_fn(ctx):
+        ds = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(len(x), seed=1)
+        ds = ds.batch(global_batch // ctx.num_replicas_in_sync, drop_remainder=True)
+        return ds.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
+    return input_fn
+''', True, "right"),
+    ("numpy-slices", '''
+def array_input_fn(x, y, global_batch):
+    def input_fn(context):
+        n, i = context.num_input_pipelines, context.input_pipeline_id
+        return tf.data.Dataset.from_tensor_slices((x[i::n], y[i::n])).batch(
+            context.get_per_replica_batch_size(global_batch), drop_remainder=True)
+    return input_fn
+''', True, "right"),
+    ("short-last-batch", '''
+def array_input_fn(x, y, global_batch):
+    def input_fn(context):
+        ds = tf.data.Dataset.from_tensor_slices((x, y))
+        ds = ds.shard(context.num_input_pipelines, context.input_pipeline_id)
+        return ds.batch(context.get_per_replica_batch_size(global_batch))
+    return input_fn
+''', False, "drop_remainder=True"),
+    ("unseeded-shuffle-first", '''
+def array_input_fn(x, y, global_batch):
+    def input_fn(context):
+        ds = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(len(x))
+        ds = ds.shard(context.num_input_pipelines, context.input_pipeline_id)
+        return ds.batch(context.get_per_replica_batch_size(global_batch), drop_remainder=True)
+    return input_fn
+''', False, "shard first"),
+    ("no-shard", '''
+def array_input_fn(x, y, global_batch):
+    def input_fn(context):
+        return tf.data.Dataset.from_tensor_slices((x, y)).batch(
+            context.get_per_replica_batch_size(global_batch), drop_remainder=True)
+    return input_fn
+''', False, "read more than once"),
+    ("global-batch", '''
+def array_input_fn(x, y, global_batch):
+    def input_fn(context):
+        ds = tf.data.Dataset.from_tensor_slices((x, y))
+        ds = ds.shard(context.num_input_pipelines, context.input_pipeline_id)
+        return ds.batch(global_batch, drop_remainder=True)
+    return input_fn
+''', False, "not the per-replica size"),
+    ("shard-by-replicas", '''
+def array_input_fn(x, y, global_batch):
+    def input_fn(context):
+        ds = tf.data.Dataset.from_tensor_slices((x, y))
+        ds = ds.shard(context.num_replicas_in_sync, context.input_pipeline_id)
+        return ds.batch(context.get_per_replica_batch_size(global_batch), drop_remainder=True)
+    return input_fn
+''', False, "never read"),
+    ("repeated", '''
+def array_input_fn(x, y, global_batch):
+    def input_fn(context):
+        ds = tf.data.Dataset.from_tensor_slices((x, y))
+        ds = ds.shard(context.num_input_pipelines, context.input_pipeline_id).repeat()
+        return ds.batch(context.get_per_replica_batch_size(global_batch), drop_remainder=True)
+    return input_fn
+''', False, "no `repeat`"),
+    ("returns-the-dataset", '''
+def array_input_fn(x, y, global_batch):
+    return tf.data.Dataset.from_tensor_slices((x, y)).batch(global_batch)
+''', False, "return the input function itself"),
+]
+
+CHILD = textwrap.dedent("""
+    import json, sys
+    from helpers.devices import mirrored, split_cpu
+    from helpers.exercises import check
+    from helpers.logs import import_tensorflow
+    from solved import solution_functions
+    tf = import_tensorflow()
+    split_cpu(8)
+    strategy = mirrored([d.name for d in tf.config.list_logical_devices("CPU")])
+    solved = solution_functions("06_data_parallel", tf=tf)
+    cases = json.loads(sys.argv[1])
+    results = {}
+    for exercise, name, function, source in cases:
+        space = {"tf": tf}
+        if source is None:
+            answer = solved[function]
+        else:
+            exec(source, space)
+            answer = space[function]
+        extra = (strategy,) if exercise == "06.1" else ()
+        verdict = check(exercise, answer, *extra)
+        results[f"{exercise} {name}"] = [verdict.passed, verdict.message]
+    print("RESULTS" + json.dumps(results))
+""")
 
 
 @pytest.fixture(scope="module")
-def solved():
-    """The solutions learners are given, with the notebook's `tf`."""
-    return solution_functions("06_out_of_memory", tf=import_tensorflow())
+def verdicts(fresh_process, tmp_path_factory):
+    cases = [("06.1", name, "global_loss", source) for name, source, *_ in GLOBAL_LOSS]
+    cases += [("06.2", name, "array_input_fn", source) for name, source, *_ in INPUT_FN]
+    script = tmp_path_factory.mktemp("nb06") / "answers.py"
+    script.write_text(CHILD)
+    done = fresh_process(script=script, args=(json.dumps(cases),))
+    assert done.returncode == 0, done.output[-3000:]
+    return json.loads(done.output.split("RESULTS", 1)[1].splitlines()[0])
 
 
-def verdict(exercise, answer):
-    return check(exercise, answer)
-
-
-# 06.1: find the largest batch under a budget
-
-
-def bisecting(fits, limit, capped=True):
-    if not fits(1):
-        return 0
-    good, bad = 1, None
-    while bad is None and good < limit:
-        candidate = min(2 * good, limit) if capped else 2 * good
-        good, bad = (candidate, None) if fits(candidate) else (good, candidate)
-    while bad is not None and bad - good > 1:
-        middle = (good + bad) // 2
-        good, bad = (middle, bad) if fits(middle) else (good, middle)
-    return good
-
-
-def one_by_one(fits, limit):  # right answers, a trial per batch size
-    batch = 0
-    while batch < limit and fits(batch + 1):
-        batch += 1
-    return batch
-
-
-def doubling_only(fits, limit):  # stops at the last power of 2 that fit
-    if not fits(1):
-        return 0
-    batch = 1
-    while batch * 2 <= limit and fits(batch * 2):
-        batch *= 2
-    return batch
-
-
-def past_the_limit(fits, limit):  # doubles beyond limit, where everything fits
-    return min(bisecting(fits, limit, capped=False), limit)
-
-
-def plain_bisection(fits, limit):  # first tries limit / 2: an OOM where little fits
-    good, bad = 0, limit + 1
-    while bad - good > 1:
-        middle = (good + bad) // 2
-        good, bad = (middle, bad) if fits(middle) else (good, middle)
-    return good
-
-
-def numpy_integers(fits, limit):  # right: NumPy's integers are integers
-    return np.int64(bisecting(lambda b: fits(int(b)), int(np.int64(limit))))
-
-
-def test_06_1_right(solved):
-    result = verdict("06.1", solved["largest_batch"])
-    assert result.passed, result.message
-
-
-@pytest.mark.parametrize("answer", [bisecting, numpy_integers])
-def test_06_1_right_written_otherwise(answer):
-    assert verdict("06.1", answer).passed
-
-
-@pytest.mark.parametrize(("answer", "expected"), [
-    (lambda fits, limit: None, "placeholder"),
-    (one_by_one, "called `fits`"),
-    (doubling_only, "the last doubling that fit"),
-    (past_the_limit, "try only whole batch sizes from 1 to"),
-    (lambda fits, limit: bisecting(fits, limit) or None, "return 0"),
-    (plain_bisection, "plain bisection starts at limit / 2"),
-])
-def test_06_1_wrong(answer, expected):
-    result = verdict("06.1", answer)
-    assert not result.passed
-    assert expected in result.message
-
-
-# 06.2: accumulate gradients over k micro-batches
-
-
-def accumulating(mean=True, reset=True, every=False):
-    import tensorflow as tf
-
-    def train(model, optimizer, loss_fn, micro_batches, k):
-        updates, total, seen = 0, None, 0
-        for xs, ys in micro_batches:
-            with tf.GradientTape() as tape:
-                loss = loss_fn(ys, model(xs, training=True))
-            part = tape.gradient(loss, model.trainable_variables)
-            total = part if total is None else [t + p for t, p in zip(total, part, strict=True)]
-            seen += 1
-            if every or seen % k == 0:
-                grads = [t / k for t in total] if mean and not every else total
-                optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
-                updates += 1
-                if reset:
-                    total = None
-        return updates
-
-    return train
-
-
-def test_06_2_right(solved):
-    result = verdict("06.2", solved["train_accumulated"])
-    assert result.passed, result.message
-
-
-def with_variables(model, optimizer, loss_fn, micro_batches, k):
-    """Right, written otherwise: sums kept in variables, as a tf.function would need."""
-    import tensorflow as tf
-
-    sums = [tf.Variable(tf.zeros_like(v), trainable=False) for v in model.trainable_variables]
-    updates = 0
-    for seen, (xs, ys) in enumerate(micro_batches, start=1):
-        with tf.GradientTape() as tape:
-            loss = loss_fn(ys, model(xs, training=True)) / k  # each part already divided
-        for total, grad in zip(sums, tape.gradient(loss, model.trainable_variables), strict=True):
-            total.assign_add(grad)
-        if seen % k == 0:
-            optimizer.apply_gradients(zip(sums, model.trainable_variables, strict=True))
-            for total in sums:
-                total.assign(tf.zeros_like(total))
-            updates += 1
-    return updates
-
-
-def with_lists(model, optimizer, loss_fn, micro_batches, k):
-    """Right, written otherwise: the k gradients kept, then averaged with tf.add_n."""
-    import tensorflow as tf
-
-    pending, updates = [], 0
-    for xs, ys in micro_batches:
-        with tf.GradientTape() as tape:
-            loss = loss_fn(ys, model(xs, training=True))
-        pending.append(tape.gradient(loss, model.trainable_variables))
-        if len(pending) == k:
-            mean = [tf.add_n(list(parts)) / k for parts in zip(*pending, strict=True)]
-            optimizer.apply_gradients(zip(mean, model.trainable_variables, strict=True))
-            pending, updates = [], updates + 1
-    return updates
-
-
-@pytest.mark.parametrize("answer", [with_variables, with_lists])
-def test_06_2_right_written_otherwise(answer):
-    result = verdict("06.2", answer)
-    assert result.passed, result.message
-
-
-@pytest.mark.parametrize(("answer", "expected"), [
-    (lambda: (lambda model, optimizer, loss_fn, micro_batches, k: None), "placeholder"),
-    (lambda: accumulating(mean=False), "k times too large"),
-    (lambda: accumulating(every=True), "not one per micro-batch"),
-    (lambda: accumulating(reset=False), "start a new sum"),
-    (lambda: (lambda model, optimizer, loss_fn, micro_batches, k: 2), "did not change"),
-])
-def test_06_2_wrong(answer, expected):
-    result = verdict("06.2", answer())
-    assert not result.passed
-    assert expected in result.message
-
-
-def test_06_2_says_when_only_the_count_is_wrong(solved):
-    right = solved["train_accumulated"]
-    result = verdict("06.2", lambda *args: right(*args) and 8)
-    assert not result.passed
-    assert "it made 2 updates" in result.message
+@pytest.mark.parametrize(("exercise", "name", "right", "says"), [
+    *[("06.1", name, right, says) for name, _, right, says in GLOBAL_LOSS],
+    *[("06.2", name, right, says) for name, _, right, says in INPUT_FN],
+], ids=lambda value: value if isinstance(value, str) and " " not in value else None)
+def test_answer(verdicts, record, exercise, name, right, says):
+    passed, message = verdicts[f"{exercise} {name}"]
+    record(exercise, passed, message, solution=name == "solution")
+    assert passed == right, message
+    if not right:
+        assert says in message

@@ -3,215 +3,182 @@ wrong, to the untouched exercise and to the usual mistakes."""
 
 from __future__ import annotations
 
-from pathlib import Path
-from types import SimpleNamespace
-
+import numpy as np
 import pytest
 from solved import solution_functions
 
-from helpers import scale_out_profile
 from helpers.exercises import check
+from helpers.logs import import_tensorflow
 
 
 @pytest.fixture(scope="module")
-def solved(tf):
-    """The solutions learners are given, with the notebook's names they use."""
-    return solution_functions("07_scale_out_profile", tf=tf)
+def solved():
+    """The solutions learners are given, with the notebook's `tf`."""
+    return solution_functions("07_out_of_memory", tf=import_tensorflow())
 
 
-# 07.1: resume from the latest checkpoint
+def verdict(exercise, answer):
+    return check(exercise, answer)
 
 
-def test_07_1_right(solved):
-    result = check("07.1", solved["resume"])
-    assert result.passed, result.message
+# 07.1: find the largest batch under a budget
 
 
-def test_07_1_untouched():
-    def resume(checkpoint, directory):
-        """docstring"""
-        ...
-
-    assert "still holds its placeholder" in check("07.1", resume).message
-
-
-def via_manager(checkpoint, directory):  # the manager finds the newest as well
-    import tensorflow as tf
-
-    manager = tf.train.CheckpointManager(checkpoint, directory, max_to_keep=None)
-    checkpoint.restore(manager.latest_checkpoint).expect_partial()  # None: nothing to restore
-    return checkpoint.step.numpy().item()
-
-
-def with_numpy_step(checkpoint, directory):
-    import tensorflow as tf
-
-    if path := tf.train.latest_checkpoint(directory):
-        checkpoint.read(path).assert_existing_objects_matched()
-    return checkpoint.step.numpy()  # a NumPy int64 is an integer
-
-
-def oldest(checkpoint, directory):
-    import tensorflow as tf
-
-    manager = tf.train.CheckpointManager(checkpoint, directory, max_to_keep=3)
-    if manager.checkpoints:
-        checkpoint.restore(manager.checkpoints[0])
-    return int(checkpoint.step)
-
-
-def number_in_the_name(checkpoint, directory):
-    import tensorflow as tf
-
-    latest = tf.train.latest_checkpoint(directory)
-    if not latest:
+def bisecting(fits, limit, capped=True):
+    if not fits(1):
         return 0
-    checkpoint.restore(latest)
-    return int(latest.rsplit("-", 1)[1])
+    good, bad = 1, None
+    while bad is None and good < limit:
+        candidate = min(2 * good, limit) if capped else 2 * good
+        good, bad = (candidate, None) if fits(candidate) else (good, candidate)
+    while bad is not None and bad - good > 1:
+        middle = (good + bad) // 2
+        good, bad = (middle, bad) if fits(middle) else (good, middle)
+    return good
 
 
-def not_restored(checkpoint, directory):
+def one_by_one(fits, limit):  # right answers, a trial per batch size
+    batch = 0
+    while batch < limit and fits(batch + 1):
+        batch += 1
+    return batch
+
+
+def doubling_only(fits, limit):  # stops at the last power of 2 that fit
+    if not fits(1):
+        return 0
+    batch = 1
+    while batch * 2 <= limit and fits(batch * 2):
+        batch *= 2
+    return batch
+
+
+def past_the_limit(fits, limit):  # doubles beyond limit, where everything fits
+    return min(bisecting(fits, limit, capped=False), limit)
+
+
+def plain_bisection(fits, limit):  # first tries limit / 2: an OOM where little fits
+    good, bad = 0, limit + 1
+    while bad - good > 1:
+        middle = (good + bad) // 2
+        good, bad = (middle, bad) if fits(middle) else (good, middle)
+    return good
+
+
+def numpy_integers(fits, limit):  # right: NumPy's integers are integers
+    return np.int64(bisecting(lambda b: fits(int(b)), int(np.int64(limit))))
+
+
+def test_06_1_right(solved):
+    result = verdict("07.1", solved["largest_batch"])
+    assert result.passed, result.message
+
+
+@pytest.mark.parametrize("answer", [bisecting, numpy_integers])
+def test_06_1_right_written_otherwise(answer):
+    assert verdict("07.1", answer).passed
+
+
+@pytest.mark.parametrize(("answer", "expected"), [
+    (lambda fits, limit: None, "placeholder"),
+    (one_by_one, "called `fits`"),
+    (doubling_only, "the last doubling that fit"),
+    (past_the_limit, "try only whole batch sizes from 1 to"),
+    (lambda fits, limit: bisecting(fits, limit) or None, "return 0"),
+    (plain_bisection, "plain bisection starts at limit / 2"),
+])
+def test_06_1_wrong(answer, expected):
+    result = verdict("07.1", answer)
+    assert not result.passed
+    assert expected in result.message
+
+
+# 07.2: accumulate gradients over k micro-batches
+
+
+def accumulating(mean=True, reset=True, every=False):
     import tensorflow as tf
 
-    latest = tf.train.latest_checkpoint(directory)
-    return int(tf.train.load_variable(latest, "step/.ATTRIBUTES/VARIABLE_VALUE")) if latest else 0
+    def train(model, optimizer, loss_fn, micro_batches, k):
+        updates, total, seen = 0, None, 0
+        for xs, ys in micro_batches:
+            with tf.GradientTape() as tape:
+                loss = loss_fn(ys, model(xs, training=True))
+            part = tape.gradient(loss, model.trainable_variables)
+            total = part if total is None else [t + p for t, p in zip(total, part, strict=True)]
+            seen += 1
+            if every or seen % k == 0:
+                grads = [t / k for t in total] if mean and not every else total
+                optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+                updates += 1
+                if reset:
+                    total = None
+        return updates
+
+    return train
 
 
-def returns_the_status(checkpoint, directory):
+def test_06_2_right(solved):
+    result = verdict("07.2", solved["train_accumulated"])
+    assert result.passed, result.message
+
+
+def with_variables(model, optimizer, loss_fn, micro_batches, k):
+    """Right, written otherwise: sums kept in variables, as a tf.function would need."""
     import tensorflow as tf
 
-    return checkpoint.restore(tf.train.latest_checkpoint(directory))
+    sums = [tf.Variable(tf.zeros_like(v), trainable=False) for v in model.trainable_variables]
+    updates = 0
+    for seen, (xs, ys) in enumerate(micro_batches, start=1):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(ys, model(xs, training=True)) / k  # each part already divided
+        for total, grad in zip(sums, tape.gradient(loss, model.trainable_variables), strict=True):
+            total.assign_add(grad)
+        if seen % k == 0:
+            optimizer.apply_gradients(zip(sums, model.trainable_variables, strict=True))
+            for total in sums:
+                total.assign(tf.zeros_like(total))
+            updates += 1
+    return updates
 
 
-@pytest.mark.parametrize("answer", [via_manager, with_numpy_step])
-def test_07_1_right_written_otherwise(answer):
-    result = check("07.1", answer)
+def with_lists(model, optimizer, loss_fn, micro_batches, k):
+    """Right, written otherwise: the k gradients kept, then averaged with tf.add_n."""
+    import tensorflow as tf
+
+    pending, updates = [], 0
+    for xs, ys in micro_batches:
+        with tf.GradientTape() as tape:
+            loss = loss_fn(ys, model(xs, training=True))
+        pending.append(tape.gradient(loss, model.trainable_variables))
+        if len(pending) == k:
+            mean = [tf.add_n(list(parts)) / k for parts in zip(*pending, strict=True)]
+            optimizer.apply_gradients(zip(mean, model.trainable_variables, strict=True))
+            pending, updates = [], updates + 1
+    return updates
+
+
+@pytest.mark.parametrize("answer", [with_variables, with_lists])
+def test_06_2_right_written_otherwise(answer):
+    result = verdict("07.2", answer)
     assert result.passed, result.message
 
 
 @pytest.mark.parametrize(("answer", "expected"), [
-    (oldest, "not those of the newest checkpoint"),
-    (number_in_the_name, "(ckpt-3)"),
-    (not_restored, "restore the checkpoint"),
-    (returns_the_status, "not the step to start from"),
+    (lambda: (lambda model, optimizer, loss_fn, micro_batches, k: None), "placeholder"),
+    (lambda: accumulating(mean=False), "k times too large"),
+    (lambda: accumulating(every=True), "not one per micro-batch"),
+    (lambda: accumulating(reset=False), "start a new sum"),
+    (lambda: (lambda model, optimizer, loss_fn, micro_batches, k: 2), "did not change"),
 ])
-def test_07_1_wrong(answer, expected):
-    result = check("07.1", answer)
-    assert not result.passed and expected in result.message, result.message
+def test_06_2_wrong(answer, expected):
+    result = verdict("07.2", answer())
+    assert not result.passed
+    assert expected in result.message
 
 
-# 07.2: profile notebook 04's step and name its first fix
-
-
-@pytest.fixture(scope="module")
-def profiling(tf):
-    """What 07's cells give the exercise: capture, read_trace, advice, and 04's step."""
-    from helpers.lessons import nb04 as dcgan
-    from helpers.lessons.nb07 import advice, capture
-
-    return SimpleNamespace(tf=tf, capture=capture, advice=advice, read=scale_out_profile.read_trace,
-                           build_gan=dcgan.build_gan, make_train_step=dcgan.make_train_step,
-                           names=dict(tf=tf, capture=capture, advice=advice,
-                                      scale_out_profile=scale_out_profile))
-
-
-def gan_step(p, batch_size):
-    nets = p.build_gan("tutorial", (28, 28, 1), "float32")
-    step = p.make_train_step(*nets, p.tf.random.Generator.from_seed(0))
-    real = p.tf.random.uniform((batch_size, 28, 28, 1), -1.0, 1.0)
-    return lambda: step(real)[0]
-
-
-def own_loop(p):
-    """Right, written otherwise: its own marked loop, the profiler stopped in a finally."""
-    def profile_gan(logdir, steps=5, batch_size=64):
-        step = gan_step(p, batch_size)
-        for _ in range(3):
-            step().numpy()
-        p.tf.profiler.experimental.start(logdir)
-        try:
-            for number in range(steps):
-                with p.tf.profiler.experimental.Trace("train", step_num=number, _r=1):
-                    step().numpy()
-        finally:
-            p.tf.profiler.experimental.stop()
-        files = sorted(Path(logdir).glob("plugins/profile/*/*.xplane.pb"))
-        summary = p.read(files[-1])
-        return summary, p.advice(summary)[0]
-    return profile_gan
-
-
-def mixed_bfloat16(p):
-    """Right, written otherwise: another policy is still notebook 04's step."""
-    def profile_gan(logdir, steps=5, batch_size=64):
-        nets = p.build_gan("tutorial", (28, 28, 1), "mixed_bfloat16")
-        step = p.make_train_step(*nets, p.tf.random.Generator.from_seed(1))
-        real = p.tf.random.uniform((batch_size, 28, 28, 1), -1.0, 1.0)
-        summary = p.read(p.capture(lambda: step(real)[1], steps, logdir, warmup=2))
-        return summary, p.advice(summary)[0]
-    return profile_gan
-
-
-def never_stopped(p):
-    def profile_gan(logdir, steps=5, batch_size=64):
-        step = gan_step(p, batch_size)
-        step().numpy()
-        p.tf.profiler.experimental.start(logdir)
-        for number in range(steps):
-            with p.tf.profiler.experimental.Trace("train", step_num=number, _r=1):
-                step().numpy()
-        return None, "forgot to stop"
-    return profile_gan
-
-
-def all_the_advice(p):
-    def profile_gan(logdir, steps=5, batch_size=64):
-        summary = p.read(p.capture(gan_step(p, batch_size), steps, logdir))
-        return summary, p.advice(summary)  # the list, not its first line
-    return profile_gan
-
-
-def a_matmul_step(p):
-    def profile_gan(logdir, steps=5, batch_size=64):
-        a = p.tf.random.normal((256, 256))
-        summary = p.read(p.capture(p.tf.function(lambda: p.tf.reduce_sum(a @ a)), steps, logdir))
-        return summary, p.advice(summary)[0]
-    return profile_gan
-
-
-def five_steps_always(p):
-    def profile_gan(logdir, steps=5, batch_size=64):
-        summary = p.read(p.capture(gan_step(p, batch_size), 5, logdir))
-        return summary, p.advice(summary)[0]
-    return profile_gan
-
-
-def test_07_2_right(profiling):
-    solved = solution_functions("07_scale_out_profile", **profiling.names)
-    result = check("07.2", solved["profile_gan"], advice=profiling.advice)
-    assert result.passed, result.message
-
-
-def test_07_2_untouched():
-    def profile_gan(logdir, steps=5, batch_size=64):
-        """docstring"""
-        ...
-
-    assert "still holds its placeholder" in check("07.2", profile_gan, advice=len).message
-
-
-@pytest.mark.parametrize("answer", [own_loop, mixed_bfloat16])
-def test_07_2_right_written_otherwise(profiling, answer):
-    result = check("07.2", answer(profiling), advice=profiling.advice)
-    assert result.passed, result.message
-
-
-@pytest.mark.parametrize(("answer", "expected"), [
-    (never_stopped, "still running"),
-    (all_the_advice, "return `advice(summary)[0]`"),
-    (a_matmul_step, "no op of a generator and a discriminator"),
-    (five_steps_always, "not the 3 asked for"),
-])
-def test_07_2_wrong(profiling, answer, expected):
-    result = check("07.2", answer(profiling), advice=profiling.advice)
-    assert not result.passed and expected in result.message, result.message
+def test_06_2_says_when_only_the_count_is_wrong(solved):
+    right = solved["train_accumulated"]
+    result = verdict("07.2", lambda *args: right(*args) and 8)
+    assert not result.passed
+    assert "it made 2 updates" in result.message

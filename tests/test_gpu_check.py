@@ -18,7 +18,7 @@ pytestmark = pytest.mark.tools
 
 def a_check(mode="gpu"):
     check = Check(
-        when="2026-12-01 09:00 UTC",
+        when="2026-12-01 10:00 UTC",
         mode=mode,
         device="NVIDIA H200 (driver 560.35.03, 143771 MiB)" if mode == "gpu" else gpu_check.NO_GPU,
         environment=".venv-gpu" if mode == "gpu" else ".venv",
@@ -41,7 +41,7 @@ def a_check(mode="gpu"):
             "error": "",
         },
         {
-            "notebook": "06_out_of_memory",
+            "notebook": "07_out_of_memory",
             "status": "failed",
             "seconds": 40.0,
             "device": "GPU: NVIDIA H200",

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.tools
 
 HELPERS = sorted(p for p in (ROOT / "helpers").rglob("*.py") if "__pycache__" not in p.parts)
 # The TPU notebooks' modules need JAX or torch_xla (the TPU stack); tests/test_tpu_* import them
-NEEDS_ENGINE = ("tpu_keras_jax", "tpu_pytorch_xla", "nb08", "nb09")
+NEEDS_ENGINE = ("tpu_keras_jax", "tpu_pytorch_xla", "nb09", "nb10")
 LESSONS = "helpers.lessons"
 
 
@@ -65,7 +65,7 @@ def test_lessons_import_the_plumbing_never_the_other_way_round():
     """The one import direction between generated and hand-written code (docs/maintainers.md):
     a lesson (helpers/lessons, a notebook's #@save cells) may import hand-written modules; no
     hand-written module or exercise check imports a lesson: where one needs a notebook's code,
-    the notebook passes it in (06's set_gpu_memory, 07's advice)."""
+    the notebook passes it in (07's set_gpu_memory, 08's advice)."""
     wrong = [f"{module_name(p)} imports {m}" for p in HELPERS
              if not module_name(p).startswith(LESSONS + ".")
              for m in sorted(imported(p)) if m.startswith(LESSONS)]

@@ -12,8 +12,8 @@ from helpers import data, devices, errors, models, out_of_memory
 from helpers.errors import LateConfigurationError
 
 
-def SET_GPU_MEMORY(gpus, limit_mb=0):  # noqa: N802  (notebook 06's, which the child gets as source)
-    from helpers.lessons.nb06 import set_gpu_memory
+def SET_GPU_MEMORY(gpus, limit_mb=0):  # noqa: N802  (notebook 07's, which the child gets as source)
+    from helpers.lessons.nb07 import set_gpu_memory
 
     set_gpu_memory(gpus, limit_mb)
 
@@ -68,10 +68,10 @@ def test_nothing_fits(tf):
 
 
 def test_gradient_accumulation_equals_the_large_batch(tf):
-    """Notebook 06's own accumulation loop (its #@save cell) gives the full batch's gradient."""
+    """Notebook 07's own accumulation loop (its #@save cell) gives the full batch's gradient."""
     import keras
 
-    from helpers.lessons import nb06 as lesson
+    from helpers.lessons import nb07 as lesson
 
     keras.utils.set_random_seed(0)
     model = keras.Sequential(
@@ -91,7 +91,7 @@ def test_gradient_accumulation_equals_the_large_batch(tf):
 
 
 def test_a_late_device_setting_raises_in_tensorflow_and_gets_the_clear_message(tf):
-    """What notebook 06 shows on the CPU: TensorFlow refuses a new logical-device split once it
+    """What notebook 07 shows on the CPU: TensorFlow refuses a new logical-device split once it
     has started (a real RuntimeError, not a silent return), and the course's message says what
     to do."""
     tf.constant(1.0) + 1  # TensorFlow has started
@@ -158,7 +158,7 @@ def test_cpu_budget_search_uses_the_same_search(tf):
 
 
 def test_estimate_grows_with_the_batch_through_activations(tf):
-    from helpers.lessons import nb06 as lesson  # notebook 06's cell (imports TF)
+    from helpers.lessons import nb07 as lesson  # notebook 07's cell (imports TF)
 
     small, large = (lesson.estimate_mb(models.mnist_cnn(), b) for b in (32, 256))
     assert small["parameters"] == large["parameters"] > 0
@@ -174,7 +174,7 @@ def test_estimate_grows_with_the_batch_through_activations(tf):
 
 def test_the_child_limits_each_gpu_before_its_first_op(tf, monkeypatch):
     """The child runs the notebook's set_gpu_memory from its source, as the cell defined it."""
-    from helpers.lessons.nb06 import set_gpu_memory
+    from helpers.lessons.nb07 import set_gpu_memory
 
     SETUP = {"memory_setup": ("set_gpu_memory", inspect.getsource(set_gpu_memory))}  # noqa: N806
     calls = []
@@ -274,7 +274,7 @@ def test_the_batch_search_takes_an_oom_killed_child_for_too_big():
 
 def test_a_spawned_childs_peak_memory_is_its_own_not_the_parents():
     """ru_maxrss of a fork+exec child starts at the parent's size: in a second "Run all" of
-    notebook 06 the parent had grown, and every measurement read 0 MiB."""
+    notebook 07 the parent had grown, and every measurement read 0 MiB."""
     ballast = np.ones(400 * 2**20 // 8)  # the parent grows by 400 MiB
     parent = out_of_memory.peak_rss_mb()
     child = out_of_memory.run_in_child(_peak_in_child, None)
@@ -288,7 +288,7 @@ def _environment_variable(name):
 
 def test_a_child_gets_the_callers_environment_as_it_is_now():
     """The fork server started with the environment of its time; a child must see a variable
-    set since (notebook 06 sets TF_GPU_ALLOCATOR for the next child) and not one unset since."""
+    set since (notebook 07 sets TF_GPU_ALLOCATOR for the next child) and not one unset since."""
     out_of_memory.run_in_child(dict, {})  # the fork server is running from here on
     os.environ["COURSE_TEST_SET_LATE"] = "cuda_malloc_async"
     try:
@@ -372,9 +372,9 @@ def fake_config(tf, monkeypatch):
 
 
 def test_the_same_gpu_setting_again_is_silent_and_another_one_too_late(fake_config):
-    """Notebook 06's set_gpu_memory under TensorFlow's rules: the same growth again (a second
+    """Notebook 07's set_gpu_memory under TensorFlow's rules: the same growth again (a second
     "Run all") returns; a limit after the start is TF's RuntimeError, which the course words."""
-    from helpers.lessons import nb06 as lesson
+    from helpers.lessons import nb07 as lesson
 
     gpus = ["gpu0", "gpu1"]
     lesson.set_gpu_memory(gpus)
@@ -388,7 +388,7 @@ def test_the_same_gpu_setting_again_is_silent_and_another_one_too_late(fake_conf
 
 
 def test_the_same_gpu_limit_again_is_silent_and_growth_on_it_is_refused(fake_config):
-    from helpers.lessons import nb06 as lesson
+    from helpers.lessons import nb07 as lesson
 
     lesson.set_gpu_memory(["gpu0"], limit_mb=256)
     fake_config.started = True

@@ -1,5 +1,5 @@
 """MultiWorkerMirroredStrategy on local processes: the same training as one worker, and a run
-that survives a killed worker. The workers run the script notebook 07 writes with its
+that survives a killed worker. The workers run the script notebook 08 writes with its
 ``%%writefile`` cells (tools.course.worker_script), so these tests prove the notebook's code."""
 
 import json
@@ -20,12 +20,12 @@ from helpers.errors import ChildTimeout, WorkersRefused
 from tools import course
 
 STEPS, EVERY = 40, 20
-NOTEBOOK = Path(__file__).parent.parent / "notebooks" / "07_scale_out_profile.ipynb"
+NOTEBOOK = Path(__file__).parent.parent / "notebooks" / "08_scale_out_profile.ipynb"
 
 
 def tf_config(addresses, index):
-    """Notebook 07's (imported here, not at collection: the lesson module imports TensorFlow)."""
-    from helpers.lessons.nb07 import tf_config
+    """Notebook 08's (imported here, not at collection: the lesson module imports TensorFlow)."""
+    from helpers.lessons.nb08 import tf_config
 
     return tf_config(addresses, index)
 
@@ -236,7 +236,7 @@ except ValueError as error:
 @pytest.mark.heavy
 def test_keras_fit_still_fails_under_the_strategy_as_notebook_07_says(tmp_path):
     """keras-team/keras#20585, seen on TF 2.20 + Keras 3.13.2 (Colab) and TF 2.21 + Keras 3.15.1.
-    When this fails, Keras has fixed it: update notebook 07, which names those releases."""
+    When this fails, Keras has fixed it: update notebook 08, which names those releases."""
     script = tmp_path / "fit_worker.py"
     script.write_text(FIT_WORKER)
     addresses = [f"localhost:{port}" for port in scale_out_profile.free_ports(2)]
@@ -375,7 +375,7 @@ def test_workers_end_when_their_launcher_ends(tmp_path, how):
 
 
 def test_the_writefile_cells_take_a_work_dir_with_spaces(tmp_path):
-    """07's cells quote the path (``%%writefile "{worker_py}"``): IPython splits an unquoted
+    """08's cells quote the path (``%%writefile "{worker_py}"``): IPython splits an unquoted
     one at the space, and a learner's "My Drive/runs" would fail there."""
     from IPython.core.interactiveshell import InteractiveShell
 

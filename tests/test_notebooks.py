@@ -132,12 +132,12 @@ def test_notebook_runs_with_test_parameters(path, tmp_path):
         check_resumed_run(path, params, result, tmp_path)
     if path.stem in course.TPU_NOTEBOOKS:
         check_tpu_notebook(path.stem, result.executed)
-    if path.stem == "05_data_parallel":
+    if path.stem == "06_data_parallel":
         check_replicas(result.executed)
-    if path.stem == "06_out_of_memory":  # the variable reached the child (a fork server's)
+    if path.stem == "07_out_of_memory":  # the variable reached the child (a fork server's)
         assert "allocator in the first child: TensorFlow's own (BFC); in this one: " \
             "cuda_malloc_async" in result.executed.read_text()
-    if path.stem == "07_scale_out_profile":  # make test never opens ports: a namespace or nothing
+    if path.stem == "08_scale_out_profile":  # make test never opens ports: a namespace or nothing
         assert "The workers run in a network namespace of their own" in (
             result.executed.read_text()
         )
@@ -160,12 +160,12 @@ def table_row(executed, first: str) -> list[float]:
 
 # How close 1 device and 8 must be (the notebooks' own 1-versus-8 tables): the losses to
 # float32 rounding; the updates relative to the 1-device update, Adam's first step amplifying
-# rounding where a gradient is near zero (notebook 08 explains it). 09's SGD update differs by
+# rounding where a gradient is near zero (notebook 09 explains it). 10's SGD update differs by
 # 1.25e-4 (torch-xla 2.9.0, test profile), as much as plain PyTorch's (1.34e-4): its batch norm
 # magnifies float32 rounding; gradients left unsummed over the 8 devices would differ by 0.875.
 TOLERANCES = {
-    "08_tpu_keras_jax": {"classifier": (1e-4, 1e-3), "DCGAN step": (1e-5, 2e-2)},
-    "09_tpu_pytorch_xla": {"split between 8 devices": (1e-5, 1e-3)},
+    "09_tpu_keras_jax": {"classifier": (1e-4, 1e-3), "DCGAN step": (1e-5, 2e-2)},
+    "10_tpu_pytorch_xla": {"split between 8 devices": (1e-5, 1e-3)},
 }
 
 
@@ -182,7 +182,7 @@ def check_tpu_notebook(stem, executed):
 
 
 def check_replicas(executed):
-    """Notebook 05's own 1-versus-N table (N = 2 in the test profile): with synchronized batch
+    """Notebook 06's own 1-versus-N table (N = 2 in the test profile): with synchronized batch
     norm N replicas make the update 1 makes (to float32 rounding); with per-replica batch norm
     they drift, by far more; and ``fit`` says it fell back from ``steps_per_execution`` under
     N replicas."""

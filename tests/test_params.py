@@ -100,7 +100,7 @@ def test_numbers_must_be_finite():
 
 
 def test_a_folder_name_with_a_quote_or_a_line_break_is_refused_before_any_work():
-    """07 writes its worker with %%writefile "{worker_py}": a quote would fail minutes later."""
+    """08 writes its worker with %%writefile "{worker_py}": a quote would fail minutes later."""
     for bad in ('runs "a"', "runs\nb"):
         with pytest.raises(ParameterError, match="without quotes or line breaks"):
             params.folder()("work_dir", bad)

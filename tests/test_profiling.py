@@ -7,8 +7,8 @@ from helpers import scale_out_profile
 
 
 def capture(*args, **kwargs):
-    """Notebook 07's (imported when used: the lesson module imports TensorFlow)."""
-    from helpers.lessons.nb07 import capture
+    """Notebook 08's (imported when used: the lesson module imports TensorFlow)."""
+    from helpers.lessons.nb08 import capture
 
     return capture(*args, **kwargs)
 
@@ -85,7 +85,7 @@ def test_a_real_trace_marks_every_step_and_finds_its_input_waits(tf, tmp_path):
 
 
 def test_input_waits_make_a_trace_input_bound(tf, tmp_path):
-    from helpers.lessons.nb07 import advice  # notebook 07's reading of a trace
+    from helpers.lessons.nb08 import advice  # notebook 08's reading of a trace
 
     steps = [(0, 10_000), (10_000, 20_000)]
     kernels = [

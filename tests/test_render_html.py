@@ -34,7 +34,7 @@ def notebook_with_gif(gif: bytes):
 
 def test_a_gif_output_is_an_image_in_the_html(tmp_path):
     gif = gif_bytes()
-    executed = tmp_path / "09_gif.ipynb"
+    executed = tmp_path / "10_gif.ipynb"
     nbformat.write(notebook_with_gif(gif), executed)
     html = run_notebooks.render_html(executed, tmp_path / "html").read_text()
     assert "<IPython.core.display.Image object>" not in html.replace("&lt;", "<").replace(
@@ -52,7 +52,7 @@ def test_an_output_with_its_own_html_is_left_alone():
 
 def test_figures_are_outputs_even_under_the_agg_backend(tmp_path, monkeypatch):
     monkeypatch.setenv("MPLBACKEND", "Agg")  # as `make test` sets it
-    source = tmp_path / "09_plot.ipynb"
+    source = tmp_path / "10_plot.ipynb"
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
         "import matplotlib.pyplot as plt\nfigure, ax = plt.subplots()\nax.plot([0, 1])")])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",

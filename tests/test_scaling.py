@@ -18,7 +18,7 @@ SWEEP = textwrap.dedent("""
     from helpers.logs import import_tensorflow
     from helpers import data, scale_out_profile
     tf = import_tensorflow()
-    from helpers.lessons.nb07 import strategy_for, sweep  # notebook 07's
+    from helpers.lessons.nb08 import strategy_for, sweep  # notebook 08's
     devices = scale_out_profile.replica_devices(4)
     images = data.load("digits", verbose=False)
     # 4, or the GPUs there are

@@ -13,7 +13,7 @@ from tools import check, compat, course, lessons, nbcheck, nbclean, run_notebook
 pytestmark = pytest.mark.tools
 
 CONF = {"repository": "me/course", "ref": "v1.0"}
-NAME = "09_example.ipynb"
+NAME = "10_example.ipynb"
 URL = course.colab_url(NAME, **CONF)
 
 
@@ -55,8 +55,8 @@ def params(text):
 
 
 PROFILES = {
-    "test": {"09_example": {"epochs": 1}},
-    "invalid": {"09_example": {"epochs": [-1], "batch_size": [0]}},
+    "test": {"10_example": {"epochs": 1}},
+    "invalid": {"10_example": {"epochs": [-1], "batch_size": [0]}},
 }
 
 
@@ -118,9 +118,9 @@ def test_parameters_tag_must_be_unique():
 
 
 def test_every_parameter_needs_an_invalid_value_and_a_test_profile():
-    found = problems(make_notebook(), {"invalid": {"09_example": {"epochs": [-1]}}})
-    assert any("[invalid.09_example] for: batch_size" in p for p in found)
-    assert any("no [test.09_example]" in p for p in found)
+    found = problems(make_notebook(), {"invalid": {"10_example": {"epochs": [-1]}}})
+    assert any("[invalid.10_example] for: batch_size" in p for p in found)
+    assert any("no [test.10_example]" in p for p in found)
 
 
 def test_a_stored_output_is_not_clean():
@@ -138,7 +138,7 @@ def test_clean_rewrites_badge_and_install_urls_from_the_setting():
     cleaned = nbclean.clean(nb, NAME, repository="new/home", ref="v2")
     text = nbclean.dumps(cleaned)
     assert (
-        "https://colab.research.google.com/github/new/home/blob/v2/notebooks/09_example.ipynb"
+        "https://colab.research.google.com/github/new/home/blob/v2/notebooks/10_example.ipynb"
         in text
     )
     assert "git+https://github.com/new/home.git@v2" in text and "old/place" not in text
@@ -389,7 +389,7 @@ def test_readmes_parameter_table_is_checked_against_the_notebooks(monkeypatch, c
     assert check.parameter_table() == 0, capsys.readouterr().out
     readme = (course.ROOT / "README.md").read_text()
     changed = readme.replace("| 04 | `epochs` | `50` |", "| 04 | `epochs` | `5` |")
-    changed = changed.replace("| 07 | `open_ports` |", "| 07 | `open_port` |")
+    changed = changed.replace("| 08 | `open_ports` |", "| 08 | `open_port` |")
     assert changed.count("|") == readme.count("|") and changed != readme
     monkeypatch.setattr(check, "ROOT", tmp_path)
     (tmp_path / "README.md").write_text(changed)
@@ -397,7 +397,7 @@ def test_readmes_parameter_table_is_checked_against_the_notebooks(monkeypatch, c
     assert check.parameter_table() == 1
     out = capsys.readouterr().out
     assert "04 `epochs` the default [5], the notebook [50]" in out
-    assert "lacks 07 `open_ports`" in out and "has 07 `open_port`" in out
+    assert "lacks 08 `open_ports`" in out and "has 08 `open_port`" in out
 
 
 @pytest.mark.parametrize("path", course.notebook_paths(), ids=lambda p: p.stem)

@@ -1,4 +1,4 @@
-"""Notebook 08's plumbing (helpers.tpu_keras_jax) and its exercise checks, with right and wrong
+"""Notebook 09's plumbing (helpers.tpu_keras_jax) and its exercise checks, with right and wrong
 answers, on Keras 3 on JAX with 8 host devices.
 
 `make tpu-unit` runs this file alone on the TPU stack, with what the notebook's first cell
@@ -23,7 +23,7 @@ from solved import solution_functions  # noqa: E402
 from helpers import exercises, tpu_keras_jax  # noqa: E402
 from helpers.errors import EngineError  # noqa: E402
 
-SOLUTIONS = solution_functions("08_tpu_keras_jax", jax=jax, keras=keras, np=np)
+SOLUTIONS = solution_functions("09_tpu_keras_jax", jax=jax, keras=keras, np=np)
 
 
 def verdict(exercise, *answer, **named):
@@ -52,7 +52,7 @@ def test_the_comparison_rows_show_each_model_against_the_reference():
     assert rows == [["m", "8", "5.00e-01", "1.00e+00", "1.00e+00"]]
 
 
-# Exercise 08.1: a pure training step. Each wrong answer is a typical mistake.
+# Exercise 09.1: a pure training step. Each wrong answer is a typical mistake.
 def _step(loss_of, keep_stats=True, jit=True):
     def classifier_step(model, optimizer):
         def loss_fn(trainable, non_trainable, x, y):
@@ -96,13 +96,13 @@ WRONG_08_1 = {
 
 @pytest.mark.parametrize("name", RIGHT_08_1)
 def test_08_1_accepts_right_answers(name):
-    assert verdict("08.1", RIGHT_08_1[name]).passed
+    assert verdict("09.1", RIGHT_08_1[name]).passed
 
 
 @pytest.mark.parametrize("name", WRONG_08_1)
 def test_08_1_names_the_mistake(name):
     answer, said = WRONG_08_1[name]
-    result = verdict("08.1", answer)
+    result = verdict("09.1", answer)
     assert not result.passed and said in result.message, result.message
 
 
@@ -119,17 +119,17 @@ WRONG_08_1["the optimizer's state not carried"] = (_stale_optimizer, "optimizer 
 
 
 def test_08_1_under_the_notebooks_global_distribution():
-    """Notebook 08 sets a DataParallel over every device before its exercises."""
+    """Notebook 09 sets a DataParallel over every device before its exercises."""
     keras.distribution.set_distribution(keras.distribution.DataParallel(devices=jax.devices()))
     try:
-        assert verdict("08.1", SOLUTIONS["classifier_step"]).passed
-        assert not verdict("08.1", WRONG_08_1["the sum, not the mean"][0]).passed
+        assert verdict("09.1", SOLUTIONS["classifier_step"]).passed
+        assert not verdict("09.1", WRONG_08_1["the sum, not the mean"][0]).passed
     finally:
         keras.distribution.set_distribution(None)
 
 
 def test_08_1_untouched():
-    result = verdict("08.1", lambda model, optimizer: None)
+    result = verdict("09.1", lambda model, optimizer: None)
     assert not result.passed and "placeholder" in result.message
 
 
@@ -148,7 +148,7 @@ def _make_mesh(array, device_list):
                          ids=["the solution", "keras.distribution.distribute_tensor",
                               "jax.make_mesh"])
 def test_08_2_accepts_right_answers(answer):
-    assert verdict("08.2", answer, devices=jax.devices()).passed
+    assert verdict("09.2", answer, devices=jax.devices()).passed
 
 
 @pytest.mark.parametrize("answer, said", [
@@ -160,5 +160,5 @@ def test_08_2_accepts_right_answers(answer):
     (lambda a, d: jax.device_put(a * 2, d[0]), "not the array's"),
 ], ids=["one device", "replicated", "a numpy array", "changed values"])
 def test_08_2_names_the_mistake(answer, said):
-    result = verdict("08.2", answer, devices=jax.devices())
+    result = verdict("09.2", answer, devices=jax.devices())
     assert not result.passed and said in result.message, result.message

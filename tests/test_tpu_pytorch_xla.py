@@ -1,8 +1,8 @@
-"""Notebook 09's plumbing (helpers.tpu_pytorch_xla) and its exercise checks, with right and
+"""Notebook 10's plumbing (helpers.tpu_pytorch_xla) and its exercise checks, with right and
 wrong answers, on PyTorch/XLA's CPU backend split into 8 devices, in SPMD mode.
 
 `make tpu-unit` runs this file alone on the TPU stack with PJRT_DEVICE=CPU and
-CPU_NUM_DEVICES=8, as notebook 09's first cell sets them; elsewhere it is skipped.
+CPU_NUM_DEVICES=8, as notebook 10's first cell sets them; elsewhere it is skipped.
 """
 
 import os
@@ -23,12 +23,12 @@ from solved import solution_functions  # noqa: E402
 
 from helpers import exercises, tpu_pytorch_xla  # noqa: E402
 from helpers.errors import RunSettingsChanged, RunUnreadable  # noqa: E402
-from helpers.lessons import nb09 as lesson  # noqa: E402
+from helpers.lessons import nb10 as lesson  # noqa: E402
 
 xr.use_spmd()
 DEVICE = torch_xla.device()
 MESH = xs.Mesh(np.arange(xr.global_runtime_device_count()), (8,), ("data",))
-SOLUTIONS = solution_functions("09_tpu_pytorch_xla", torch=torch, torch_xla=torch_xla, xs=xs,
+SOLUTIONS = solution_functions("10_tpu_pytorch_xla", torch=torch, torch_xla=torch_xla, xs=xs,
                                xm=xm)
 
 
@@ -93,7 +93,7 @@ def test_the_lesson_networks_make_and_score_28x28_images():
     assert images.shape == (2, 1, 28, 28) and discriminator(images).shape == (2, 1)
 
 
-# Exercise 09.1: a batch split over the mesh
+# Exercise 10.1: a batch split over the mesh
 def _to_device(batch, mesh):
     return batch.to(torch_xla.device())
 
@@ -119,7 +119,7 @@ def _returns_mark_sharding(batch, mesh):  # right: mark_sharding's own return va
                                     _returns_mark_sharding],
                          ids=["the solution", "a list-built spec", "mark_sharding's result"])
 def test_09_1_accepts_right_answers(answer):
-    assert exercises.check("09.1", answer, mesh=MESH).passed
+    assert exercises.check("10.1", answer, mesh=MESH).passed
 
 
 @pytest.mark.parametrize("answer, said", [
@@ -129,11 +129,11 @@ def test_09_1_accepts_right_answers(answer):
     (lambda batch, mesh: None, "placeholder"),
 ], ids=["only moved", "the wrong axis", "left on the CPU", "untouched"])
 def test_09_1_names_the_mistake(answer, said):
-    result = exercises.check("09.1", answer, mesh=MESH)
+    result = exercises.check("10.1", answer, mesh=MESH)
     assert not result.passed and said in result.message, result.message
 
 
-# Exercise 09.2: a checkpoint from the CPU copy
+# Exercise 10.2: a checkpoint from the CPU copy
 def _cpu_by_hand(path, model, optimizer, step):  # right: .cpu() by hand, then torch.save
     def cpu(value):
         if isinstance(value, torch.Tensor):
@@ -170,14 +170,14 @@ def test_09_2_untouched_placeholder():
     def save_checkpoint(path, model, optimizer, step):
         """Write model, optimizer and step to `path`, loadable without XLA."""
         ...
-    result = exercises.check("09.2", save_checkpoint, device=DEVICE)
+    result = exercises.check("10.2", save_checkpoint, device=DEVICE)
     assert not result.passed and "placeholder" in result.message
 
 
 @pytest.mark.parametrize("answer", [SOLUTIONS["save_checkpoint"], _cpu_by_hand, _tree_map],
                          ids=["the solution", "cpu() by hand", "pytree map"])
 def test_09_2_accepts_right_answers(answer):
-    result = exercises.check("09.2", answer, device=DEVICE)
+    result = exercises.check("10.2", answer, device=DEVICE)
     assert result.passed, result.message
 
 
@@ -188,5 +188,5 @@ def test_09_2_accepts_right_answers(answer):
     (lambda path, model, optimizer, step: 0, "Nothing was written"),
 ], ids=["XLA tensors saved", "no optimizer", "objects pickled", "writes nothing"])
 def test_09_2_names_the_mistake(answer, said):
-    result = exercises.check("09.2", answer, device=DEVICE)
+    result = exercises.check("10.2", answer, device=DEVICE)
     assert not result.passed and said in result.message, result.message

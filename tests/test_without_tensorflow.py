@@ -1,4 +1,4 @@
-"""`helpers` imports without TensorFlow and without Keras: the TPU notebooks (08, 09) run on
+"""`helpers` imports without TensorFlow and without Keras: the TPU notebooks (09, 10) run on
 runtimes that have neither (Colab's TPU image has no TensorFlow; PyTorch/XLA needs no Keras).
 
 Each test runs a fresh interpreter in which `import tensorflow` and `import keras` fail, as
@@ -21,11 +21,11 @@ from tools import lessons
 NEEDS_AN_ENGINE = {
     "helpers.lessons.nb04",
     "helpers.lessons.dcgan_networks",
-    "helpers.lessons.nb06",
     "helpers.lessons.nb07",
-    "helpers.lessons.nb03",
     "helpers.lessons.nb08",
+    "helpers.lessons.nb03",
     "helpers.lessons.nb09",
+    "helpers.lessons.nb10",
 }
 
 BLOCKED = """

@@ -114,7 +114,7 @@ def test_inside_drive_the_folder_must_be_below_mydrive(tmp_path):
 
 def defaults(path) -> dict:
     """The default values of a notebook's parameters cell; one that depends on the runtime
-    (05, 08, 09: ``256 if cpu_replicas else 1024``) as its source text."""
+    (06, 09, 10: ``256 if cpu_replicas else 1024``) as its source text."""
     cells = json.loads(path.read_text())["cells"]
     cell = next(c for c in cells if "parameters" in c["metadata"].get("tags", []))
     tree = ast.parse("".join(cell["source"]))
@@ -127,7 +127,7 @@ def defaults(path) -> dict:
     return values
 
 
-FOLDER_DEFAULTS = {"03": "work_dir", "04": "run_dir", "05": "work_dir", "07": "work_dir"}
+FOLDER_DEFAULTS = {"03": "work_dir", "04": "run_dir", "06": "work_dir", "08": "work_dir"}
 
 
 def test_every_default_work_folder_lives_under_the_one_ignored_root():

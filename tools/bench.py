@@ -128,13 +128,13 @@ def bench_dcgan(batch_size: int = 256, repeats: int = 10) -> list:
                    "TF tutorial step (float32, no XLA), same run", rows[0][1])]
 
 
-#: Notebook 07's replica sweep, in a fresh process: devices are split before TensorFlow starts.
+#: Notebook 08's replica sweep, in a fresh process: devices are split before TensorFlow starts.
 SCALING_SWEEP = """
 import json, sys
 from helpers.logs import import_tensorflow
 from helpers import data, scale_out_profile
 tf = import_tensorflow()
-from helpers.lessons.nb07 import strategy_for, sweep
+from helpers.lessons.nb08 import strategy_for, sweep
 replicas, per_replica, images, epochs = map(int, sys.argv[1:5])
 devices = scale_out_profile.replica_devices(replicas)
 source = data.load("mnist", verbose=False)
@@ -148,7 +148,7 @@ print(json.dumps({"description": devices.description, "rows": rows}))
 def bench_scaling(replicas: int = 8, per_replica_batch: int = 64, images: int = 8192,
                   epochs: int = 4, worker_steps: int = 200) -> list:
     """``mirrored_scaling`` (ratio: scaling efficiency) and ``multiworker_vs_one_worker``."""
-    from helpers.lessons import nb07 as lesson  # notebook 07's tf_config
+    from helpers.lessons import nb08 as lesson  # notebook 08's tf_config
 
     sweep = _child(SCALING_SWEEP, (replicas, per_replica_batch, images, epochs), timeout=None)
     one, many = sweep["rows"]
@@ -158,7 +158,7 @@ def bench_scaling(replicas: int = 8, per_replica_batch: int = 64, images: int = 
                       many["images_per_s"], "images/s",
                       f"1 replica x {n} (perfect scaling), same run", one["images_per_s"] * n)]
     source = data.load("mnist", verbose=False)
-    script = worker_script(NOTEBOOKS / "07_scale_out_profile.ipynb")
+    script = worker_script(NOTEBOOKS / "08_scale_out_profile.ipynb")
     runs = {}
     with tempfile.TemporaryDirectory() as folder:
         for workers in (1, 2):
@@ -175,7 +175,7 @@ def bench_scaling(replicas: int = 8, per_replica_batch: int = 64, images: int = 
     return records
 
 
-#: Notebook 05's classifier under ``fit``, Keras on JAX (a fresh process: Keras reads it once).
+#: Notebook 06's classifier under ``fit``, Keras on JAX (a fresh process: Keras reads it once).
 JAX_FIT = """
 import json, os, sys
 os.environ.update(KERAS_BACKEND="jax", JAX_PLATFORMS="cpu")
@@ -195,12 +195,12 @@ n = len(x) // global_batch * global_batch
 print(json.dumps({"images_per_s": n / steady_state(timer.seconds)}))
 """
 
-#: Notebook 08's DCGAN step (helpers.lessons.nb08, its #@save cells) on one CPU device.
+#: Notebook 09's DCGAN step (helpers.lessons.nb09, its #@save cells) on one CPU device.
 JAX_DCGAN = """
 import json, os, sys, time
 os.environ.update(KERAS_BACKEND="jax", JAX_PLATFORMS="cpu")
 import jax, keras, numpy as np
-from helpers.lessons.nb08 import build_gan
+from helpers.lessons.nb09 import build_gan
 from helpers.timing import steady_state
 batch, repeats = map(int, sys.argv[1:3])
 step, state = build_gan(jax.devices()[:1], dropout=0.3)  # notebook 04's discriminator dropout
@@ -217,13 +217,13 @@ print(json.dumps({"images_per_s": batch / steady_state(seconds, warmup=2),
                   "engine": f"Keras {keras.__version__} on JAX {jax.__version__}"}))
 """
 
-#: Notebook 09's DCGAN step (helpers.lessons.nb09) on one XLA CPU device, in .venv-tpu.
+#: Notebook 10's DCGAN step (helpers.lessons.nb10) on one XLA CPU device, in .venv-tpu.
 XLA_DCGAN = """
 import json, os, sys, time
 os.environ.update(PJRT_DEVICE="CPU", CPU_NUM_DEVICES="1")
 import torch, torch_xla
 import torch_xla.core.xla_model as xm
-from helpers.lessons.nb09 import make_discriminator, make_generator, train_step
+from helpers.lessons.nb10 import make_discriminator, make_generator, train_step
 from helpers.timing import steady_state
 batch, repeats = map(int, sys.argv[1:3])
 device = torch_xla.device()
@@ -253,14 +253,14 @@ def tpu_python() -> Path | None:
 
 def bench_keras_jax(images: int = 8192, global_batch: int = 256, epochs: int = 3,
                     steps_per_execution: int = 8) -> list:
-    """``keras_jax_vs_tf_fit``: notebook 05's classifier, Keras on JAX against on TF."""
+    """``keras_jax_vs_tf_fit``: notebook 06's classifier, Keras on JAX against on TF."""
     import tensorflow as tf
 
     x, y = _mnist(images)
     tf_run = data_parallel.fit_classifier(tf.distribute.OneDeviceStrategy("/cpu:0"), x, y,
                                           global_batch, epochs, steps_per_execution)
     jax_run = _child(JAX_FIT, (images, global_batch, epochs, steps_per_execution))
-    metric = (f"Keras on JAX fit images/s (notebook 05 classifier, batch {global_batch}, "
+    metric = (f"Keras on JAX fit images/s (notebook 06 classifier, batch {global_batch}, "
               f"float32, steps_per_execution={steps_per_execution})")
     return [record("keras_jax_vs_tf_fit", f"CPU ({os.cpu_count()} cores), one device per engine",
                    metric, jax_run["images_per_s"], "images/s",

@@ -15,7 +15,7 @@ NOTEBOOKS = ROOT / "notebooks"
 BUILD = ROOT / "build"
 
 #: The notebooks that run without TensorFlow (Colab's TPU image, .venv-tpu), and what each needs.
-TPU_NOTEBOOKS = {"08_tpu_keras_jax": ("jax", "keras"), "09_tpu_pytorch_xla": ("torch_xla",)}
+TPU_NOTEBOOKS = {"09_tpu_keras_jax": ("jax", "keras"), "10_tpu_pytorch_xla": ("torch_xla",)}
 TPU_KERNEL = "course-tpu"  # the kernel `make venv-tpu` registers in .venv, for `make run`
 
 #: What an install may name: a release tag (v1, v0.2.0, v0.2.0rc1) or a commit, never a branch.
@@ -144,7 +144,7 @@ WRITEFILE = re.compile(r"^%%writefile(?:\s+-a)?\s+\S*worker\S*\s*$")
 
 
 def worker_script(notebook) -> str:
-    """The worker script 07's ``%%writefile {worker_py}`` cells write, for the tests and bench."""
+    """The worker script 08's ``%%writefile {worker_py}`` cells write, for the tests and bench."""
     parts = []
     for cell in notebook_json(Path(notebook))["cells"]:
         first, _, body = "".join(cell["source"]).partition("\n")

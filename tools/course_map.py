@@ -32,11 +32,11 @@ RUNTIMES = {  # the runtime each notebook wants; each also runs on a CPU, with s
     "02": "a GPU (Colab's T4), to compare with the CPU",
     "03": "any; a GPU for the utilisation section",
     "04": "a GPU (Colab's T4 or better)",
-    "05": "several GPUs (Kaggle's T4 x2); 8 logical CPU devices elsewhere",
-    "06": "a GPU (its memory is the lesson); a memory budget stands in on a CPU",
-    "07": "several GPUs to scale; simulated replicas and local workers elsewhere",
-    "08": TPU,
+    "06": "several GPUs (Kaggle's T4 x2); 8 logical CPU devices elsewhere",
+    "07": "a GPU (its memory is the lesson); a memory budget stands in on a CPU",
+    "08": "several GPUs to scale; simulated replicas and local workers elsewhere",
     "09": TPU,
+    "10": TPU,
 }
 
 
@@ -123,7 +123,7 @@ def course_map(records: dict) -> str:
         f"processes it waited for, measured by `python -m tools.course_map measure` on {where} "
         f"({when}), on the CPU, without an accelerator. The full profile is sized for what a "
         "Colab learner runs on a GPU, and where a notebook simulates its devices on the CPU "
-        "(05's replicas without two GPUs, 08's and 09's TPU chips without a TPU) for that CPU; a "
+        "(06's replicas without two GPUs, 09's and 10's TPU chips without a TPU) for that CPU; a "
         "run still going at the measurement's budget was stopped there (`> ...`). Other work on "
         "the machine lengthens wall times more than CPU times." + busy)
 

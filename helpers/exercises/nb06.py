@@ -1,132 +1,116 @@
-"""Checks for notebook 06's exercises (out of memory)."""
+"""Checks for notebook 06's exercises (data parallelism), on the notebook's strategy."""
 
 from __future__ import annotations
 
-import math
-import numbers
-
 import numpy as np
 
-from helpers.exercises import exercise, is_number, require
+from helpers.exercises import exercise, require
 
 
-class _Budget:
-    """A stand-in for "does a step at this batch size fit": every batch up to ``largest`` does.
-    It records each try, as each real one costs a child process (and maybe an OOM)."""
+def _per_example(values):  # the per-example loss the check's model stands for
+    import tensorflow as tf
 
-    def __init__(self, largest: int):
-        self.largest, self.calls = largest, []
-
-    def __call__(self, batch) -> bool:
-        self.calls.append(batch)
-        return isinstance(batch, numbers.Integral) and batch <= self.largest
+    return tf.square(tf.cast(values, tf.float32))
 
 
-@exercise("06.1", "find the largest batch under a budget",
-          hint="Double from 1 while `fits` says yes (never past `limit`), then bisect between "
-               "the last batch that fit and the first that did not, until they are 1 apart.",
-          right="It finds the largest batch in a few tries, each of which costs a training step "
-                "(and maybe an OOM) for real.")
-def largest_batch(fn) -> str | None:
-    # (limit, largest batch that fits): a limit that is no power of 2, nothing fits, all fits
-    for limit, largest in ((8192, 37), (8192, 1), (100, 64), (3000, 3000), (8192, 0)):
-        fits = _Budget(largest)
-        got = fn(fits, limit)
-        if not fits.calls:
-            require(got)
-        if wrong := [b for b in fits.calls if not is_number(b) or not 1 <= b <= limit]:
-            return (f"With limit={limit} it asked `fits({wrong[0]!r})`: try only whole batch "
-                    f"sizes from 1 to {limit}.")
-        if too_far := [b for b in fits.calls if b > min(limit, max(1, 2 * largest))]:
-            return (f"With batches up to {largest} fitting, it tried {too_far[0]} (limit {limit}): "
-                    "each try that does not fit costs a step and an OOM. Double from 1, so that "
-                    "the first batch that fails is at most twice the largest that fits, then "
-                    "bisect (plain bisection starts at limit / 2).")
-        if got is None and largest == 0:
-            return "When even batch 1 does not fit, return 0 (it returned None)."
+@exercise("06.1", "run the loss on every replica and reduce it",
+          hint="Each replica's share must be its losses' sum divided by the GLOBAL batch size "
+               "(what notebook 04's `bce` asks `tf.nn.compute_average_loss` for), so that the "
+               "shares add up to the mean; which `ReduceOp` adds them?",
+          right="`strategy.run` computed each replica's share of the loss and `strategy.reduce` "
+                "summed them into the global batch's mean, on every replica count and with a "
+                "short last batch: the number notebook 04's distributed step reports.")
+def global_loss(fn, strategy) -> str | None:
+    import tensorflow as tf
+
+    replicas = strategy.num_replicas_in_sync
+    values = np.random.default_rng(5).uniform(0.5, 2.0, 8 * replicas).astype("float32")
+    # a full batch, then a short last one that splits unevenly (some replicas get none), even on 2
+    for size in (len(values), replicas + 1):
+        batch = values[:size]
+        dataset = tf.data.Dataset.from_tensor_slices(batch).batch(size)
+        dist_batch = next(iter(strategy.experimental_distribute_dataset(dataset)))
+        got = fn(strategy, _per_example, dist_batch, size)
         require(got)
-        if not is_number(got):
-            return f"It returned a {type(got).__name__} ({got!r}), not an int."
-        if got != largest:
-            if largest == limit:
-                return (f"When every batch up to limit={limit} fits, the answer is {limit}; it "
-                        f"returned {got}: double up to `min(2 * batch, limit)`.")
-            if got < largest and got & (got - 1) == 0:
-                return (f"Batches up to {largest} fit, and it returned {got}, the last doubling "
-                        "that fit: bisect between it and the first that did not.")
-            return f"Batches up to {largest} fit (limit {limit}), and it returned {got}."
-        most = 2 * math.ceil(math.log2(limit)) + 2  # doubling from 1, then bisecting, and room
-        if len(fits.calls) > most:
-            return (f"Right answer, but it called `fits` {len(fits.calls)} times (batches up to "
-                    f"{largest} fit, limit {limit}); doubling, then bisecting, needs at most "
-                    f"{most}.")
+        if type(got).__name__ == "PerReplica" or isinstance(got, list | tuple):
+            return ("It returned one value per replica: `strategy.reduce` them into one "
+                    "number (ReduceOp.SUM, axis=None).")
+        try:
+            total = float(got)
+        except (TypeError, ValueError):
+            return f"It returned a {type(got).__name__}, not one number."
+        want = float(np.mean(np.square(batch)))
+        if not np.isfinite(total):
+            return (f"On {replicas} replicas and a batch of {size}, it gave {total}: a replica "
+                    "whose share of the short batch is empty divided by zero. Average over the "
+                    "global batch size, not over the share.")
+        if not np.isclose(total, want, rtol=1e-4):
+            ratio, why = total / want, ""
+            if np.isclose(ratio, replicas, rtol=1e-3):
+                why = (" That is each replica's own mean, summed: average over the GLOBAL "
+                       "batch instead.")
+            elif np.isclose(ratio, 1 / replicas, rtol=1e-3):
+                why = (" That is the global share averaged once more over the replicas: reduce "
+                       "with ReduceOp.SUM.")
+            return (f"On {replicas} replicas and a batch of {size}, it gave {total:.5g}, not the "
+                    f"global batch's mean loss {want:.5g} ({ratio:.3g} times it).{why}")
     return None
 
 
-@exercise("06.2", "accumulate gradients over k micro-batches",
-          hint="Under a `tf.GradientTape`, take each micro-batch's gradient and add it to a "
-               "running sum; after every k-th, `optimizer.apply_gradients` with the sum divided "
-               "by k, then start a new sum.",
-          right="k micro-batches make exactly the update of one batch k times larger, in the "
-                "memory of one micro-batch.")
-def train_accumulated(fn) -> str | None:
+@exercise("06.2", "write the input function that shards by InputContext",
+          hint="Read the input context as `tfrecord_input_fn` does: which of its fields say "
+               "how many pipelines there are and which one this is, and which gives the "
+               "per-replica batch size? Shard the examples, not the replicas, and keep full "
+               "batches only.",
+          right="Every input pipeline read its own share of the examples, each example exactly "
+                "once, in full batches of the per-replica size: what "
+                "`distribute_datasets_from_function` expects from each machine.")
+def array_input_fn(make) -> str | None:
     import tensorflow as tf
 
-    rng = np.random.default_rng(6)  # a tiny Dense model, 8 micro-batches of 4: two updates
-    x = rng.normal(size=(32, 5)).astype("float32")
-    y = rng.integers(0, 3, size=32)
-    weights = [rng.normal(size=(5, 3)).astype("float32"), rng.normal(size=3).astype("float32")]
-    k, micro = 4, 4
-    loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-
-    def model_and_optimizer():
-        model = tf.keras.Sequential([tf.keras.Input((5,)), tf.keras.layers.Dense(3)])
-        model.set_weights(weights)
-        return model, tf.keras.optimizers.SGD(learning_rate=0.5)
-
-    def reference(mistake=None):  # the weights after one update per k micro-batches, or a mistake
-        model, optimizer = model_and_optimizer()
-        total = None
-        for seen, start in enumerate(range(0, len(x), micro), start=1):
-            with tf.GradientTape() as tape:
-                loss = loss_fn(y[start:start + micro], model(x[start:start + micro], training=True))
-            part = tape.gradient(loss, model.trainable_variables)
-            total = part if total is None else [t + p for t, p in zip(total, part, strict=True)]
-            if mistake == "every" or seen % k == 0:
-                scale = 1.0 if mistake in ("sum", "every") else 1.0 / k
-                optimizer.apply_gradients(
-                    zip([t * scale for t in total], model.trainable_variables, strict=True))
-                if mistake != "no reset":
-                    total = None
-        return model.get_weights()
-
-    def same(expected):
-        return all(np.allclose(g, e, rtol=1e-4, atol=1e-5)
-                   for g, e in zip(got, expected, strict=True))
-
-    with tf.device("/CPU:0"):  # on every runtime: a GPU's TensorFloat-32 would blur the comparison
-        model, optimizer = model_and_optimizer()
-        micro_batches = tf.data.Dataset.from_tensor_slices((x, y)).batch(micro)
-        made = fn(model, optimizer, loss_fn, micro_batches, k)
-        require(made)
-        got, right = model.get_weights(), reference()
-        if same(right) and made != 2:
-            return f"The weights are right, but it returned {made!r}: it made 2 updates."
-        if same(right):
-            return None
-        if same(weights):
-            return ("The model's weights did not change: apply the mean gradient every k "
-                    "micro-batches.")
-        updates = int(optimizer.iterations.numpy())
-        if updates == 8 or same(reference("every")):
-            return (f"It updated the weights {updates} times for 8 micro-batches with k={k}: "
-                    "one update per k micro-batches, not one per micro-batch.")
-        if same(reference("sum")):
-            return ("Each update is k times too large: each micro-batch's loss is already a mean, "
-                    "so divide the sum of the k gradients by k.")
-        if same(reference("no reset")):
-            return ("The second update still holds the first one's gradients: start a new sum "
-                    "after each update.")
-        gap = max(float(np.abs(g - e).max()) for g, e in zip(got, right, strict=True))
-        return (f"After 8 micro-batches with k={k}, the weights differ from those of 2 full-batch "
-                f"steps by up to {gap:.2g}.")
+    count, global_batch = 100, 24  # no share divides into whole batches: full ones only
+    x = np.arange(count, dtype="float32")[:, None] * np.ones((1, 3), "float32")
+    input_fn = make(x, np.arange(count, dtype="int64"), global_batch)
+    require(input_fn)
+    if not callable(input_fn):
+        return (f"It returned a {type(input_fn).__name__}: return the input function itself, "
+                "`input_fn(context)`, for `distribute_datasets_from_function` to call.")
+    for pipelines, replicas in ((1, 1), (1, 4), (2, 4), (4, 8), (3, 3)):
+        per_replica = global_batch // replicas
+        where = f"{pipelines} input pipeline(s) feeding {replicas} replicas"
+        seen = []
+        for pipeline in range(pipelines):
+            dataset = input_fn(tf.distribute.InputContext(
+                num_input_pipelines=pipelines, input_pipeline_id=pipeline,
+                num_replicas_in_sync=replicas))
+            require(dataset)
+            if not isinstance(dataset, tf.data.Dataset):
+                return f"With {where}, input_fn returned a {type(dataset).__name__}, not a Dataset."
+            limit = count // pipelines // per_replica + 2  # a repeat() would never end
+            for element in dataset.take(limit):
+                if not isinstance(element, tuple) or len(element) != 2:
+                    return f"With {where}, an element is not a pair (images, labels)."
+                images, labels = element
+                if (size := int(labels.shape[0])) < per_replica:
+                    return (f"With {where}, a batch holds {size} examples, the remainder of the "
+                            "share: keep full batches only (`drop_remainder=True`), so that every "
+                            "step has the same shape.")
+                if size != per_replica:
+                    return (f"With {where}, a batch holds {size} examples, not the per-replica "
+                            f"size {per_replica} (the global batch {global_batch} over "
+                            f"{replicas} replicas).")
+                if not np.array_equal(images.numpy()[:, 0], labels.numpy()):
+                    return f"With {where}, the images and labels of a batch do not match."
+                seen += [int(v) for v in labels.numpy()]
+        if twice := sorted({v for v in seen if seen.count(v) > 1}):
+            return (f"With {where}, example {twice[0]} is read more than once ({len(twice)} "
+                    "such): each pipeline must read only its share (`shard` by "
+                    "`num_input_pipelines` and `input_pipeline_id`), once (no `repeat`); a "
+                    "`shuffle` before the `shard` also does it, as each pipeline shuffles "
+                    "differently: shard first.")
+        missed = sorted(set(range(count)) - set(seen))
+        if len(missed) > pipelines * (per_replica - 1):  # more than each share's remainder
+            return (f"With {where}, {len(missed)} of the {count} examples are never read "
+                    f"(example {missed[0]}, for one): shard by the number of input pipelines, "
+                    "not of replicas.")
+    return None

@@ -1,97 +1,96 @@
-"""Checks for notebook 08's exercises (Keras 3 on JAX), run where the notebook runs; Keras and
-JAX are imported in each check, as every notebook loads all the checks."""
+"""Checks for notebook 08's exercises (scale out and profile)."""
 
 from __future__ import annotations
 
-import numpy as np
+import tempfile
+from pathlib import Path
 
-from helpers.exercises import exercise, require
-
-
-def _small_classifier(keras):
-    """Logits out, with batch norm, so that the step must carry the non-trainable state."""
-    keras.utils.set_random_seed(1)
-    return keras.Sequential([keras.Input((6,)), keras.layers.Dense(16, activation="relu"),
-                             keras.layers.BatchNormalization(), keras.layers.Dense(3)])
+from helpers.exercises import exercise, is_number, require
 
 
-@exercise("08.1", "write a classifier's pure training step",
-          hint="Inside a loss function of (trainable, non_trainable, x, y), run "
-               "`model.stateless_call(trainable, non_trainable, x, training=True)`, which "
-               "returns the logits and the new non-trainable values; average "
-               "`sparse_categorical_crossentropy(y, logits, from_logits=True)` and return "
-               "(loss, non_trainable). `jax.value_and_grad(..., has_aux=True)` gives both and "
-               "the gradients; `optimizer.stateless_apply(opt_vars, grads, trainable)` gives "
-               "the new trainable values and optimizer state. Wrap the step in `jax.jit`.",
-          right="From the same weights, your step gives the loss, weights, batch-norm "
-                "statistics and optimizer state that Keras's own train_on_batch gives.")
-def classifier_step(fn) -> str | None:
-    import keras
+@exercise("08.1", "resume from the latest checkpoint",
+          hint="`worker.py` above resumes the same way: find the newest checkpoint in the "
+               "folder (there may be none), restore it into the checkpoint object, and read the "
+               "step from the restored variable, not from the file's name.",
+          right="A restarted worker picks up at the step its last checkpoint saved, with the "
+                "weights of that step, and a first start begins at step 0.")
+def resume(fn) -> str | None:
+    import tensorflow as tf
 
-    if keras.backend.backend() != "jax":
-        return "This check needs Keras on JAX (run the notebook from its first cell)."
-    rng = np.random.default_rng(8)
-    x = rng.standard_normal((32, 6)).astype("float32")
-    y = rng.integers(0, 3, 32).astype("int32")
-    theirs, ours = _small_classifier(keras), _small_classifier(keras)
-    optimizer = keras.optimizers.Adam(0.01)
-    optimizer.build(theirs.trainable_variables)
-    step = fn(theirs, optimizer)
-    require(step)
-    state = tuple([v.value for v in vs] for vs in (
-        theirs.trainable_variables, theirs.non_trainable_variables, optimizer.variables))
-    result = step(state, x, y)
-    require(result)
-    if not (isinstance(result, tuple | list) and len(result) == 2):
-        return "The step must return two things: (new_state, loss)."
-    new_state, loss = result
-    if not (isinstance(new_state, tuple | list) and len(new_state) == 3):
-        return "new_state must be (trainable, non_trainable, optimizer variables), like state."
-    ours.compile(optimizer=keras.optimizers.Adam(0.01),
-                 loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    # a sample weight given: under a distribution (notebook 08 sets one) Keras cannot place None
-    want_loss = float(ours.train_on_batch(x, y, sample_weight=np.ones(len(y), "float32")))
-    if not np.isclose(float(np.asarray(loss)), want_loss, rtol=1e-4):
-        loss = float(np.asarray(loss))
-        return (f"Your loss is {loss:.5g}, Keras's {want_loss:.5g}: the mean sparse categorical "
-                "cross-entropy on logits (from_logits=True), before the update.")
-    for name, got, want, advice in (
-            ("trainable weights", new_state[0], ours.trainable_variables, "."),
-            ("non-trainable values (batch norm's moving statistics)", new_state[1],
-             ours.non_trainable_variables, ": keep what stateless_call returns."),
-            ("optimizer variables (its step count and moments)", new_state[2],
-             ours.optimizer.variables, ": return what stateless_apply returns.")):
-        same = len(got) == len(want) and all(
-            np.allclose(np.asarray(a), np.asarray(b.value), atol=1e-5)
-            for a, b in zip(got, want, strict=True))
-        if not same:
-            return f"The loss is right, but the new {name} are not Keras's after one step{advice}"
+    with tempfile.TemporaryDirectory() as folder:
+        step = tf.Variable(0, dtype=tf.int64, trainable=False)
+        weights = tf.Variable([0.0, 0.0])
+        checkpoint = tf.train.Checkpoint(step=step, weights=weights)
+        got = fn(checkpoint, folder)  # nothing saved yet: a first start
+        require(got)
+        if not is_number(got):
+            return (f"With no checkpoint yet it returned a {type(got).__name__}, not the step "
+                    "to start from (an int).")
+        if got != 0:
+            return f"With no checkpoint yet it returned {got}, not step 0."
+        manager = tf.train.CheckpointManager(checkpoint, folder, max_to_keep=3)
+        for saved in (100, 200, 300):  # saved every 100 steps: ckpt-1, ckpt-2, ckpt-3
+            step.assign(saved)
+            weights.assign([saved / 100, -saved / 100])
+            manager.save()
+        step.assign(0)  # a restarted worker: the variables as a fresh program makes them
+        weights.assign([0.0, 0.0])
+        got = fn(checkpoint, folder)
+        require(got)
+    restored = [float(w) for w in weights.numpy()]
+    if not is_number(got):
+        return f"It returned a {type(got).__name__}, not the step to start from (an int)."
+    if restored == [0.0, 0.0]:
+        return ("The weights are still those of a fresh start: restore the checkpoint "
+                "(`checkpoint.restore(...)`), not only read its number.")
+    if restored != [3.0, -3.0]:
+        return (f"It restored the weights of step {int(restored[0] * 100)}, not those of the "
+                "newest checkpoint (step 300): `tf.train.latest_checkpoint(directory)`.")
+    if got != 300:
+        why = (" That is the checkpoint's number in its name (ckpt-3), not the training step it "
+               "saved." if got == 3 else "")
+        return f"It returned {got}, not 300, the step the newest checkpoint saved.{why}"
     return None
 
 
-@exercise("08.2", "split a global batch between the devices",
-          hint="Make a `jax.sharding.Mesh(np.array(device_list), ('batch',))`, then "
-               "`jax.device_put(array, NamedSharding(mesh, PartitionSpec('batch')))`: the "
-               "first axis is split along the mesh's only axis, the others are whole.",
-          right="The array's values are unchanged, and each device holds its own equal, "
-                "non-overlapping share of the rows: what `fit` and `distribute_tensor` do.")
-def split_batch(fn, devices=None) -> str | None:
-    import jax
+@exercise("08.2", "profile notebook 04's step and name its first fix",
+          hint="Three calls of this notebook do the work, as in the classifier's profile: "
+               "`capture` (given a function that runs 04's step on the batch and returns one "
+               "loss), `read_trace` on the file it returns, and `advice`.",
+          right="You traced a real training step on this device, after its warm-up, with each "
+                "step marked, and read from the trace what to fix first: the loop to use on "
+                "your own model.")
+def profile_gan(fn, advice) -> str | None:
+    """``advice``: notebook 08's own reading of a trace, which the check cell passes."""
+    import tensorflow as tf
 
-    devices = list(devices or jax.devices())
-    for device_list in [devices, devices[:2], devices[:1]] if len(devices) > 2 else [devices]:
-        n = len(device_list)
-        array = np.arange(8 * n * 3, dtype="float32").reshape(8 * n, 3)
-        result = fn(array, device_list)
-        require(result)
-        if not isinstance(result, jax.Array):
-            return f"It returned a {type(result).__name__}, not a JAX array on the devices."
-        if not np.array_equal(np.asarray(result), array):
-            return "Its values are not the array's: place it, do not change it."
-        if (where := {s.device for s in result.addressable_shards}) != set(device_list):
-            return (f"With {n} device(s), it lives on {len(where)} of them: put it on exactly "
-                    "the devices given.")
-        if (rows := [len(np.asarray(s.data)) for s in result.addressable_shards]) != [8] * n:
-            return (f"With {n} devices, they hold {sorted(set(rows))} rows each, not 8 of the "
-                    f"{8 * n}: split the first axis, do not copy the whole array to each.")
+    with tempfile.TemporaryDirectory() as folder:
+        got = fn(folder, 3, 16)
+        try:  # a profiler left running makes the next capture fail
+            tf.profiler.experimental.start(str(Path(folder) / "probe"))
+        except Exception:  # noqa: BLE001  (TensorFlow says so with several error types)
+            tf.profiler.experimental.stop()
+            return ("The profiler was still running after your function returned: stop it in a "
+                    "`finally` (`tf.profiler.experimental.stop()`), or the next capture fails.")
+        tf.profiler.experimental.stop()
+        require(got)
+        if not isinstance(got, tuple) or len(got) != 2:
+            return (f"It returned a {type(got).__name__}: return a pair, the trace's summary and "
+                    "the first fix.")
+        summary, fix = got
+        if not hasattr(summary, "step_ms") or not hasattr(summary, "by_type"):
+            return (f"The first value is a {type(summary).__name__}, not the summary that "
+                    "`read_trace` returns.")
+        if len(summary.step_ms) != 3:
+            return (f"The trace has {len(summary.step_ms)} marked steps, not the 3 asked for "
+                    "(`steps`).")
+        if Path(folder).resolve() not in Path(summary.path).resolve().parents:
+            return f"The trace {summary.path} was not written under `logdir`."
+        names = " ".join(op.name for op in summary.ops).lower()
+        if "generator" not in names or "discriminator" not in names:
+            return ("The trace holds no op of a generator and a discriminator: it is not "
+                    "notebook 04's DCGAN step (build it with `build_gan` and `make_train_step`).")
+        if fix != (want := advice(summary)[0]):
+            return (f"For this trace the first fix is {want[:70]!r}..., not {str(fix)[:70]!r}: "
+                    "return `advice(summary)[0]`.")
     return None

@@ -1,94 +1,97 @@
-"""Checks for notebook 09's exercises (PyTorch/XLA), run where the notebook runs (in SPMD mode);
-torch and torch_xla are imported in each check, as every notebook loads all the checks."""
+"""Checks for notebook 09's exercises (Keras 3 on JAX), run where the notebook runs; Keras and
+JAX are imported in each check, as every notebook loads all the checks."""
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
+import numpy as np
 
-from helpers.exercises import NotDone, exercise, require, untouched
+from helpers.exercises import exercise, require
 
 
-@exercise("09.1", "split a batch between the devices of a mesh",
-          hint="Move it with `.to(torch_xla.device())`, then "
-               "`xs.mark_sharding(tensor, mesh, ('data', None, ...))`: one name per axis, "
-               "'data' for the first, None (whole) for each of the others.",
-          right="The tensor is on the XLA device, unchanged, its first axis split over all "
-                "the mesh's devices and its other axes whole: what `input_sharding` does.")
-def split_batch(fn, mesh=None) -> str | None:
-    import torch
-    import torch_xla
+def _small_classifier(keras):
+    """Logits out, with batch norm, so that the step must carry the non-trainable state."""
+    keras.utils.set_random_seed(1)
+    return keras.Sequential([keras.Input((6,)), keras.layers.Dense(16, activation="relu"),
+                             keras.layers.BatchNormalization(), keras.layers.Dense(3)])
 
-    count = len(mesh.device_ids)
-    for shape in ((8 * count, 1, 4, 4), (4 * count, 3)):
-        batch = torch.arange(int(torch.tensor(shape).prod()), dtype=torch.float32).reshape(shape)
-        result = fn(batch.clone(), mesh)
-        require(result)
-        result = getattr(result, "global_tensor", result)  # what mark_sharding itself returns
-        if not isinstance(result, torch.Tensor) or result.device.type != "xla":
-            where = getattr(result, "device", type(result).__name__)
-            return f"It returned something on {where}, not a tensor on the XLA device."
-        torch_xla.sync()
-        if not torch.equal(result.cpu(), batch):
-            return "Its values are not the batch's: place it, do not change it."
-        spec = torch_xla._XLAC._get_xla_sharding_spec(result)
-        want = "[" + ",".join([str(count)] + ["1"] * (len(shape) - 1)) + "]"
-        if count > 1 and want not in spec.replace(" ", ""):
-            return (f"For a batch of shape {shape} its sharding is {spec or 'none (replicated)'}"
-                    f": the first axis must be split {count} ways, the others kept whole.")
+
+@exercise("09.1", "write a classifier's pure training step",
+          hint="Inside a loss function of (trainable, non_trainable, x, y), run "
+               "`model.stateless_call(trainable, non_trainable, x, training=True)`, which "
+               "returns the logits and the new non-trainable values; average "
+               "`sparse_categorical_crossentropy(y, logits, from_logits=True)` and return "
+               "(loss, non_trainable). `jax.value_and_grad(..., has_aux=True)` gives both and "
+               "the gradients; `optimizer.stateless_apply(opt_vars, grads, trainable)` gives "
+               "the new trainable values and optimizer state. Wrap the step in `jax.jit`.",
+          right="From the same weights, your step gives the loss, weights, batch-norm "
+                "statistics and optimizer state that Keras's own train_on_batch gives.")
+def classifier_step(fn) -> str | None:
+    import keras
+
+    if keras.backend.backend() != "jax":
+        return "This check needs Keras on JAX (run the notebook from its first cell)."
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((32, 6)).astype("float32")
+    y = rng.integers(0, 3, 32).astype("int32")
+    theirs, ours = _small_classifier(keras), _small_classifier(keras)
+    optimizer = keras.optimizers.Adam(0.01)
+    optimizer.build(theirs.trainable_variables)
+    step = fn(theirs, optimizer)
+    require(step)
+    state = tuple([v.value for v in vs] for vs in (
+        theirs.trainable_variables, theirs.non_trainable_variables, optimizer.variables))
+    result = step(state, x, y)
+    require(result)
+    if not (isinstance(result, tuple | list) and len(result) == 2):
+        return "The step must return two things: (new_state, loss)."
+    new_state, loss = result
+    if not (isinstance(new_state, tuple | list) and len(new_state) == 3):
+        return "new_state must be (trainable, non_trainable, optimizer variables), like state."
+    ours.compile(optimizer=keras.optimizers.Adam(0.01),
+                 loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    # a sample weight given: under a distribution (notebook 09 sets one) Keras cannot place None
+    want_loss = float(ours.train_on_batch(x, y, sample_weight=np.ones(len(y), "float32")))
+    if not np.isclose(float(np.asarray(loss)), want_loss, rtol=1e-4):
+        loss = float(np.asarray(loss))
+        return (f"Your loss is {loss:.5g}, Keras's {want_loss:.5g}: the mean sparse categorical "
+                "cross-entropy on logits (from_logits=True), before the update.")
+    for name, got, want, advice in (
+            ("trainable weights", new_state[0], ours.trainable_variables, "."),
+            ("non-trainable values (batch norm's moving statistics)", new_state[1],
+             ours.non_trainable_variables, ": keep what stateless_call returns."),
+            ("optimizer variables (its step count and moments)", new_state[2],
+             ours.optimizer.variables, ": return what stateless_apply returns.")):
+        same = len(got) == len(want) and all(
+            np.allclose(np.asarray(a), np.asarray(b.value), atol=1e-5)
+            for a, b in zip(got, want, strict=True))
+        if not same:
+            return f"The loss is right, but the new {name} are not Keras's after one step{advice}"
     return None
 
 
-def _leaves(value) -> list:
-    """What a state dict holds, its dicts, lists and tuples opened."""
-    if isinstance(value, dict):
-        return _leaves(list(value.values()))
-    if isinstance(value, list | tuple):
-        return [leaf for v in value for leaf in _leaves(v)]
-    return [value]
+@exercise("09.2", "split a global batch between the devices",
+          hint="Make a `jax.sharding.Mesh(np.array(device_list), ('batch',))`, then "
+               "`jax.device_put(array, NamedSharding(mesh, PartitionSpec('batch')))`: the "
+               "first axis is split along the mesh's only axis, the others are whole.",
+          right="The array's values are unchanged, and each device holds its own equal, "
+                "non-overlapping share of the rows: what `fit` and `distribute_tensor` do.")
+def split_batch(fn, devices=None) -> str | None:
+    import jax
 
-
-@exercise("09.2", "save a checkpoint from the CPU copy",
-          hint="Build a dict {'model': model.state_dict(), 'optimizer': "
-               "optimizer.state_dict(), 'step': step} and save it with `xm.save(state, path)`, "
-               "which moves every tensor to the CPU first (or move them yourself with .cpu() "
-               "before torch.save).",
-          right="The file loads without XLA (every tensor on the CPU), and holds the model's "
-                "weights, the optimizer's state and the step.")
-def save_checkpoint(fn, device=None) -> str | None:
-    import torch
-    import torch_xla
-    from torch import nn
-
-    torch.manual_seed(9)
-    model = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.Linear(8, 1)).to(device)
-    optimizer = torch.optim.Adam(model.parameters(), 1e-2)
-    model(torch.randn(16, 4).to(device)).pow(2).mean().backward()
-    optimizer.step()
-    torch_xla.sync()
-    with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "checkpoint.pt"
-        answer = fn(path, model, optimizer, 7)
-        if not path.exists():
-            if answer is None and untouched(fn):
-                raise NotDone
-            return "Nothing was written at `path`."
-        try:
-            state = torch.load(path, map_location=None, weights_only=True)
-        except Exception as error:  # XLA tensors, or objects weights_only refuses
-            return (f"The file does not load with weights_only=True ({type(error).__name__}): "
-                    "save state dicts (tensors, numbers), not the model or optimizer objects.")
-    if not isinstance(state, dict) or not {"model", "optimizer", "step"} <= set(state):
-        return "The file must hold a dict with the keys 'model', 'optimizer' and 'step'."
-    if on_xla := [t for t in _leaves(state)
-                  if isinstance(t, torch.Tensor) and t.device.type != "cpu"]:
-        return (f"{len(on_xla)} of its tensors are on {on_xla[0].device}, not the CPU: a "
-                "machine without XLA cannot load them.")
-    if state["step"] != 7:
-        return f"Its step is {state['step']!r}, not the step it was given (7)."
-    for name, value in model.state_dict().items():
-        if name not in state["model"] or not torch.equal(state["model"][name], value.cpu()):
-            return f"Its model weights differ from the model's ({name})."
-    if not state["optimizer"].get("state"):
-        return "Its optimizer state is empty: save optimizer.state_dict() after training."
+    devices = list(devices or jax.devices())
+    for device_list in [devices, devices[:2], devices[:1]] if len(devices) > 2 else [devices]:
+        n = len(device_list)
+        array = np.arange(8 * n * 3, dtype="float32").reshape(8 * n, 3)
+        result = fn(array, device_list)
+        require(result)
+        if not isinstance(result, jax.Array):
+            return f"It returned a {type(result).__name__}, not a JAX array on the devices."
+        if not np.array_equal(np.asarray(result), array):
+            return "Its values are not the array's: place it, do not change it."
+        if (where := {s.device for s in result.addressable_shards}) != set(device_list):
+            return (f"With {n} device(s), it lives on {len(where)} of them: put it on exactly "
+                    "the devices given.")
+        if (rows := [len(np.asarray(s.data)) for s in result.addressable_shards]) != [8] * n:
+            return (f"With {n} devices, they hold {sorted(set(rows))} rows each, not 8 of the "
+                    f"{8 * n}: split the first axis, do not copy the whole array to each.")
     return None

@@ -16,7 +16,7 @@ from helpers import dcgan  # plumbing: the faster batch norm and dropout layers
 def tutorial_generator(noise_dim=100, channels=1, synchronized=False, tuned=True):
     """The TF tutorial's generator: a Dense 7x7x256 seed, then 5x5 transposed convolutions to
     28x28. `tuned=False`: Keras's own batch norm, as the tutorial has (the baseline)."""
-    def block(layer):  # synchronized: batch statistics over the global batch (notebook 05)
+    def block(layer):  # synchronized: batch statistics over the global batch (notebook 06)
         norm = dcgan.FusedBatchNormalization if tuned else layers.BatchNormalization
         return [layer, norm(synchronized=synchronized), layers.LeakyReLU(0.3)]
     return keras.Sequential([

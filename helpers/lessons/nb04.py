@@ -81,7 +81,7 @@ cross_entropy = keras.losses.BinaryCrossentropy(from_logits=True)  # logits stay
 per_example = keras.losses.BinaryCrossentropy(from_logits=True, reduction=None)
 
 
-def bce(labels, logits):  # averaged over the global batch: right on 1 replica and on 8 (05)
+def bce(labels, logits):  # averaged over the global batch: right on 1 replica and on 8 (06)
     return tf.nn.compute_average_loss(per_example(labels, logits))
 
 
@@ -102,7 +102,7 @@ def update(optimizer, tape, scaled_loss, model):
 def make_train_step(generator, discriminator, g_opt, d_opt, rng, d_steps=1, jit_compile=False):
     @tf.function(jit_compile=jit_compile)
     def train_step(real, fixed_noise=None):
-        def noise():  # at the real batch's size, unless given (05 compares replica counts)
+        def noise():  # at the real batch's size, unless given (06 compares replica counts)
             return rng.normal([tf.shape(real)[0], 100]) if fixed_noise is None else fixed_noise
         for _ in range(d_steps - 1):  # extra discriminator updates
             with tf.GradientTape() as d_tape:

@@ -1,4 +1,4 @@
-"""A stand-in for notebook 07's worker.py; used by tests/test_multiworker.py.
+"""A stand-in for notebook 08's worker.py; used by tests/test_multiworker.py.
 
     TF_CONFIG=... python fake_worker.py JOB_FILE
 

@@ -1,4 +1,4 @@
-"""Solutions to notebook 07's exercises.
+"""Solutions to notebook 08's exercises.
 
 Each block replaces the exercise cell that starts with the same line (`make solutions` writes
 the solved notebooks into build/solutions; `make test` checks every one).
@@ -6,7 +6,7 @@ the solved notebooks into build/solutions; `make test` checks every one).
 # Names such as `tf` come from the notebook's earlier cells:
 # ruff: noqa: F821
 
-# Exercise 07.1: resume from the latest checkpoint
+# Exercise 08.1: resume from the latest checkpoint
 def resume(checkpoint, directory):
     """Restore the newest checkpoint in `directory`, if any; the step to start from."""
     latest = tf.train.latest_checkpoint(directory)  # None before the first save
@@ -15,7 +15,7 @@ def resume(checkpoint, directory):
     return int(checkpoint.step)
 
 
-# Exercise 07.2: profile notebook 04's step and name its first fix
+# Exercise 08.2: profile notebook 04's step and name its first fix
 from helpers.lessons.nb04 import build_gan, make_train_step  # noqa: E402, TID253  (04's step)
 
 

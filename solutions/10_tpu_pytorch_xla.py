@@ -1,4 +1,4 @@
-"""Solutions to notebook 09's exercises.
+"""Solutions to notebook 10's exercises.
 
 Each block replaces the exercise cell that starts with the same line (`make solutions` writes
 the solved notebooks into build/solutions; `make test` checks every one).
@@ -6,7 +6,7 @@ the solved notebooks into build/solutions; `make test` checks every one).
 # Names such as `torch`, `torch_xla`, `xs` and `xm` come from the notebook's earlier cells:
 # ruff: noqa: F821
 
-# Exercise 09.1: split a batch between the devices of a mesh
+# Exercise 10.1: split a batch between the devices of a mesh
 def split_batch(batch, mesh):
     """`batch` on the XLA device, its first axis split over the mesh's "data" axis."""
     on_device = batch.to(torch_xla.device())
@@ -14,7 +14,7 @@ def split_batch(batch, mesh):
     return on_device
 
 
-# Exercise 09.2: save a checkpoint from the CPU copy
+# Exercise 10.2: save a checkpoint from the CPU copy
 def save_checkpoint(path, model, optimizer, step):
     """Write model, optimizer and step to `path`, loadable without XLA."""
     state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step}

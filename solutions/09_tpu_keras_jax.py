@@ -1,4 +1,4 @@
-"""Solutions to notebook 08's exercises.
+"""Solutions to notebook 09's exercises.
 
 Each block replaces the exercise cell that starts with the same line (`make solutions` writes
 the solved notebooks into build/solutions; `make test` checks every one).
@@ -6,7 +6,7 @@ the solved notebooks into build/solutions; `make test` checks every one).
 # Names such as `jax`, `keras` and `np` come from the notebook's earlier cells:
 # ruff: noqa: F821
 
-# Exercise 08.1: write a classifier's pure training step
+# Exercise 09.1: write a classifier's pure training step
 def classifier_step(model, optimizer):
     """A jitted step(state, x, y) -> (new_state, loss); state = (trainable, non_trainable,
     optimizer variables), lists of values."""
@@ -25,7 +25,7 @@ def classifier_step(model, optimizer):
     return jax.jit(step)
 
 
-# Exercise 08.2: split a global batch between the devices
+# Exercise 09.2: split a global batch between the devices
 def split_batch(array, device_list):
     """`array` on `device_list`, its first axis split evenly between them."""
     from jax.sharding import Mesh, NamedSharding, PartitionSpec

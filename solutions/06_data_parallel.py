@@ -1,4 +1,4 @@
-"""Solutions to notebook 05's exercises.
+"""Solutions to notebook 06's exercises.
 
 Each block replaces the exercise cell that starts with the same line (`make solutions` writes
 the solved notebooks into build/solutions; `make test` checks every one).
@@ -6,7 +6,7 @@ the solved notebooks into build/solutions; `make test` checks every one).
 # Names such as `tf` come from the notebook's earlier cells:
 # ruff: noqa: F821
 
-# Exercise 05.1: run the loss on every replica and reduce it
+# Exercise 06.1: run the loss on every replica and reduce it
 def global_loss(strategy, per_example_loss, dist_batch, global_batch_size):
     """The global batch's mean loss: each replica's share from `strategy.run`, summed."""
     def replica_share(batch):
@@ -17,7 +17,7 @@ def global_loss(strategy, per_example_loss, dist_batch, global_batch_size):
     return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
 
 
-# Exercise 05.2: write the input function that shards by InputContext
+# Exercise 06.2: write the input function that shards by InputContext
 def array_input_fn(x, y, global_batch):
     """For `distribute_datasets_from_function`: each pipeline's share of (x, y), batched."""
     def input_fn(context):

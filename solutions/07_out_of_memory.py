@@ -1,4 +1,4 @@
-"""Solutions to notebook 06's exercises.
+"""Solutions to notebook 07's exercises.
 
 Each block replaces the exercise cell that starts with the same line (`make solutions` writes
 the solved notebooks into build/solutions; `make test` checks every one).
@@ -6,7 +6,7 @@ the solved notebooks into build/solutions; `make test` checks every one).
 # Names such as `tf` come from the notebook's earlier cells:
 # ruff: noqa: F821
 
-# Exercise 06.1: find the largest batch under a budget
+# Exercise 07.1: find the largest batch under a budget
 def largest_batch(fits, limit):
     """The largest batch from 1 to limit for which fits(batch) is True (0 if none)."""
     if not fits(1):
@@ -35,7 +35,7 @@ print(f"By the estimate, the largest batch within {params.budget_mb} MiB is {fou
       f"({len(tried)} tries); measured, the search above found {search.largest_ok}.")
 
 
-# Exercise 06.2: accumulate gradients over k micro-batches
+# Exercise 07.2: accumulate gradients over k micro-batches
 def train_accumulated(model, optimizer, loss_fn, micro_batches, k):
     """One update per k micro-batches, with the mean of their gradients; returns the updates."""
     updates, total, seen = 0, None, 0
