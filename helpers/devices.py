@@ -123,7 +123,7 @@ def verdict(gpus: list[GPU], tpu: TPUStatus, platform: str = "local",
     if tpu.hardware and jax_tpu:
         return Verdict("cpu", "TPU for JAX and PyTorch/XLA only: TensorFlow cannot use this TPU.",
                        "Notebook 09 trains on it with Keras 3 on JAX, notebook 10 with PyTorch/XLA "
-                       "(the table above says which of them this runtime has). TensorFlow's "
+                       "(the engines table says which of them this runtime has). TensorFlow's "
                        "notebooks run on its CPU here; for a GPU: Runtime > Change runtime type > "
                        f"T4 GPU. ({tpu.message})")
     if gpus:
@@ -153,17 +153,15 @@ def verdict(gpus: list[GPU], tpu: TPUStatus, platform: str = "local",
 def announce(kind: str, description: str, **details) -> None:
     """Say which device runs the work; in a notebook, also leave the record ``make run`` reads."""
     text = f"Running on: {description}"
-    try:
+    with contextlib.suppress(ImportError):
         from IPython import get_ipython
         from IPython.display import display
-        shell = get_ipython()
-    except ImportError:
-        shell = None
-    if shell is None:
-        print(text)
-        return
-    record = {"kind": kind, "description": description, **details}
-    display({"text/plain": text, DEVICE_MIME: record}, raw=True)
+
+        if get_ipython() is not None:
+            record = {"kind": kind, "description": description, **details}
+            display({"text/plain": text, DEVICE_MIME: record}, raw=True)
+            return
+    print(text)
 
 
 def available_kinds(gpus: list[GPU], tpu: TPUStatus) -> dict[str, str]:
@@ -198,19 +196,18 @@ def engines_here(version: Callable[..., str | None] = _version, hardware: bool |
     tf = version("tensorflow-tpu", "tensorflow", "tensorflow-cpu")
     jax, keras = version("jax"), version("keras")
     engines = [  # name, installed, notebooks, on a TPU, on a GPU
-        ("TensorFlow", tf, "01-07",
+        ("TensorFlow", tf, "01-08",
          "yes" if tf and tf.startswith("tensorflow-tpu") else
          "no: no tensorflow-tpu here (no free TPU runtime ships it)",
          "no: a CPU-only build" if tf and tf.startswith("tensorflow-cpu") else
-         "yes, where its CUDA build matches the driver (the verdict below says)"),
+         "yes, where its CUDA build matches the driver (the verdict says)"),
         ("Keras 3 on JAX", jax and keras and f"{jax}, {keras}", "09",
          "yes" if libtpu else "no: libtpu is missing (pip install 'jax[tpu]')",
          "yes" if version("jax-cuda12-plugin", "jax-cuda13-plugin") else
          "no: jax without its CUDA plugin"),
         ("PyTorch/XLA", version("torch_xla", "torch-xla"), "10",
          "yes" if libtpu else "no: libtpu is missing (pip install 'torch_xla[tpu]')",
-         "no: PyTorch drives GPUs itself, without XLA"),
-    ]
+         "no: PyTorch drives GPUs itself, without XLA")]
     rows = []
     for name, installed, notebooks, on_tpu, on_gpu in engines:
         where = f"{kind}: {on_tpu if tpu else on_gpu}" if kind else "no accelerator here: the CPU"
@@ -236,9 +233,8 @@ def nvidia_smi(run: Callable = subprocess.run, which: Callable = shutil.which) -
     try:
         done = run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total,memory.used",
                     "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.SubprocessError):
-        return []
-    if done.returncode != 0:
+        done.check_returncode()
+    except (OSError, subprocess.SubprocessError):  # no driver, a failure, a hang
         return []
     gpus = []
     for line in done.stdout.strip().splitlines():
@@ -260,8 +256,7 @@ class StrategyChoice:  # the strategy picked, and a sentence saying what it runs
 
 
 def mirrored(devices: list[str]):
-    """One ``MirroredStrategy`` per set of devices for the process: several over the same devices
-    clash in their collectives (TF 2.21)."""
+    """One ``MirroredStrategy`` per set of devices: several over the same ones clash (TF 2.21)."""
     import tensorflow as tf
 
     if tuple(devices) not in _MIRRORED:
@@ -270,8 +265,7 @@ def mirrored(devices: list[str]):
 
 
 def tpu_strategy(resolver):
-    """One ``TPUStrategy`` per TPU for the whole process: ``initialize_tpu_system`` wipes the
-    TPU's memory, so a second "Run all" must reuse the first one's, not initialise again."""
+    """One ``TPUStrategy`` per TPU: a second ``initialize_tpu_system`` would wipe its memory."""
     import tensorflow as tf
 
     try:
@@ -291,10 +285,9 @@ def split_cpu(count: int) -> int:
 
     if count < 1:
         raise ValueError(f"count={count} is invalid: a CPU splits into 1 or more devices")
-    cpu = tf.config.list_physical_devices("CPU")[0]
     try:
-        tf.config.set_logical_device_configuration(
-            cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(count)])
+        tf.config.set_logical_device_configuration(tf.config.list_physical_devices("CPU")[0],
+                                                   [tf.config.LogicalDeviceConfiguration()] * count)
     except RuntimeError:
         if (have := len(tf.config.list_logical_devices("CPU"))) != count:
             message = too_late(f"{count} logical CPU device(s)",
@@ -351,13 +344,11 @@ def choose_strategy(accelerator: str = "auto", logical_cpus: int = 0,
                                          "runtime")
     if logical_cpus >= 2:  # only where no accelerator was taken
         split_cpu(logical_cpus)
-    cpus = tf.config.list_logical_devices("CPU")
-    if len(cpus) > 1:
-        strategy = mirrored([d.name for d in cpus])
-        return StrategyChoice(strategy, "cpu", len(cpus),
+    if len(cpus := tf.config.list_logical_devices("CPU")) > 1:
+        return StrategyChoice(mirrored([d.name for d in cpus]), "cpu", len(cpus),
                               f"CPU split into {len(cpus)} logical devices")
-    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
-    return StrategyChoice(strategy, "cpu", 1, f"CPU ({os.cpu_count()} cores)")
+    return StrategyChoice(tf.distribute.OneDeviceStrategy("/cpu:0"), "cpu", 1,
+                          f"CPU ({os.cpu_count()} cores)")
 
 
 def bfloat16_native(kind: str, gpus: list[GPU] | None = None, cpuinfo: str | None = None) -> bool:

@@ -3,7 +3,6 @@ Keras 3 removed, what replaced it, and a probe of each against this runtime (cal
 
 from __future__ import annotations
 
-import importlib.metadata
 from collections.abc import Callable
 
 import numpy as np
@@ -19,22 +18,17 @@ def _has(path: str) -> Callable[[], str]:
         import keras
         import tensorflow as tf
 
-        root_name, *parts = path.split(".")
-        obj = {"tf": tf, "keras": keras}[root_name]
+        root, *parts = path.split(".")
+        obj = {"tf": tf, "keras": keras}[root]
         for part in parts:
-            if not hasattr(obj, part):
-                return "gone"
-            obj = getattr(obj, part)
-        return "still present"
+            obj = getattr(obj, part, None)
+        return "gone" if obj is None else "still present"
 
     return probe
 
 
-def _tensorflow_gpu() -> str:
-    try:
-        return f"installed ({importlib.metadata.version('tensorflow-gpu')})"
-    except importlib.metadata.PackageNotFoundError:
-        return "not installed (good)"
+def _installed(name: str, absent: str) -> Callable[[], str]:  # probe: is pip's `name` here?
+    return lambda: f"{found} installed" if (found := devices._version(name)) else absent
 
 
 def _gpu_device_name() -> str:
@@ -72,7 +66,7 @@ def _fit_workers() -> str:
 MIGRATIONS = [  # (seen in blog posts, what replaced it, what this runtime does with the old)
     ("pip install tensorflow-gpu",
      "pip install 'tensorflow[and-cuda]' (Linux); on Colab keep the preinstalled TF",
-     _tensorflow_gpu),
+     _installed("tensorflow-gpu", "not installed (good)")),
     ("tf.keras.mixed_precision.experimental.set_policy(...)",
      "keras.mixed_precision.set_global_policy('mixed_float16' or 'mixed_bfloat16')",
      _has("keras.mixed_precision.experimental")),
@@ -93,10 +87,10 @@ MIGRATIONS = [  # (seen in blog posts, what replaced it, what this runtime does 
     ("model.fit(..., workers=4, use_multiprocessing=True)",
      "tf.data (notebook 03), or a keras.utils.PyDataset whose __init__ calls "
      "super().__init__(workers=4, use_multiprocessing=True)", _fit_workers),
-    ("TPUClusterResolver() on Colab",
-     "TPUClusterResolver(tpu='local') on Colab; TPUClusterResolver() on Kaggle",
-     lambda: "n/a (depends on the runtime)"),
-]
+    ("TPUClusterResolver + TPUStrategy on a Colab or Kaggle TPU",
+     "Keras 3 on JAX (notebook 09) or PyTorch/XLA (10); TPUStrategy only where TensorFlow reaches "
+     "a TPU: a Cloud TPU VM with tensorflow-tpu",
+     _installed("tensorflow-tpu", "no tensorflow-tpu: TensorFlow reaches no TPU here"))]
 
 
 def migration_rows() -> list[list[str]]:
@@ -110,5 +104,4 @@ def check_parameters(*, accelerator, matmul_size, dataset, sample_images):
         accelerator=(accelerator, devices.accelerator_rule()),
         matmul_size=(matmul_size, integer(16, 16384)),
         dataset=(dataset, one_of(*data.DATASETS)),
-        sample_images=(sample_images, integer(1, 64)),
-    )
+        sample_images=(sample_images, integer(1, 64)))

@@ -138,7 +138,7 @@ def test_engines_on_a_gpu_runtime_and_on_a_cpu():
     colab_gpu = _installed(tensorflow="2.20.0", jax="0.7.2", keras="3.13.2",
                            **{"jax-cuda12-plugin": "0.7.2"})
     rows = {row[0]: row for row in devices.engines_here(colab_gpu, hardware=False, gpus=1)}
-    assert rows["TensorFlow"][2].startswith("GPU: yes") and rows["TensorFlow"][3] == "01-07"
+    assert rows["TensorFlow"][2].startswith("GPU: yes") and rows["TensorFlow"][3] == "01-08"
     assert rows["Keras 3 on JAX"][2] == "GPU: yes"
     assert rows["PyTorch/XLA"][1] == "not installed"
     laptop = _installed(**{"tensorflow-cpu": "2.21.0"})

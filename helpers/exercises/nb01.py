@@ -51,9 +51,10 @@ def hidden_gpu_env(make_env) -> str | None:
 
 
 @exercise("01.3", "run a computation where you ask, or fail",
-          hint="Two steps: ask for the device as this notebook's matmul cell does, then read "
-               "where the result was computed (its `.device` ends with `TYPE:index`) and raise "
-               "an error when that is not what you asked for.",
+          hint="Ask for the device as this notebook's matmul cell does, then read where the "
+               "result was computed (its `.device` ends with `TYPE:index`) and raise an error "
+               "when that is not what you asked for; or turn soft placement off for the call, "
+               "as in \"A first operation\", and back on in a `finally`.",
           right="Your code runs where you asked, or says it cannot: no silent fall-back to the "
                 "CPU, the mistake behind most \"is my GPU even used?\" questions.")
 def run_on(fn) -> str | None:
