@@ -1,30 +1,25 @@
-"""Plumbing of notebook 02 (GPU vs CPU benchmark): matmul throughput per dtype and size against
-each device's published peak (NumPy's BLAS as the CPU's anchor), its table, plot and panel."""
+"""Plumbing of notebook 02 (GPU vs CPU benchmark): matmul throughput against each device's
+published peak (NumPy's BLAS as the CPU's anchor), measured alternately; tables, plots, panel."""
 
 from __future__ import annotations
 
 import re
+import time
+from collections import namedtuple
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 
 from helpers.devices import device_name
 from helpers.logs import native_noise_filtered
 from helpers.params import all_of, boolean, fits_in_memory, integer, list_of, one_of, validate
-from helpers.timing import device_sync, measure, no_sync
+from helpers.timing import Timing, device_sync, no_sync
 
 DTYPES = ("float32", "float16", "bfloat16")
-TABLE_HEADERS = ["device", "dtype", "n", "median ms", "IQR ms", "TFLOP/s", "peak", "of peak"]
-
-
-@dataclass(frozen=True)
-class Peak:
-    """Published dense peak TFLOP/s of one accelerator, per dtype: NVIDIA's datasheets (tensor
-    cores, no sparsity), Google Cloud's TPU system architecture docs (bfloat16, per core)."""
-
-    label: str
-    tflops: dict
+TABLE_HEADERS = ["device", "dtype", "n", "median ms", "IQR ms", "GFLOP/s", "peak", "of peak"]
+BLAS_IDLE_S = 0.15  # OpenBLAS's threads spin ~0.1 s after a NumPy call, taking a core from TF
+# Published dense peak TFLOP/s per dtype: NVIDIA's datasheets (tensor cores, no sparsity), Google
+Peak = namedtuple("Peak", "label tflops")  # Cloud's TPU architecture docs (bfloat16, per core)
 
 
 def _nvidia(label: str, float32: float, float16: float, tf32: float | None = None) -> Peak:
@@ -56,135 +51,192 @@ def _words(name: str) -> str:
 
 
 def find_peak(device: str) -> Peak | None:
-    """The published peak for a device name such as "Tesla T4"; None if unknown. A pattern
-    matches whole words, in order ("L4" is not "L40S"); the longest match wins."""
+    """A device's published peak ("Tesla T4"), or None: whole words ("L4" is not "L40S"), the
+    longest match."""
     found = [(len(_words(p)), peak) for p, peak in PEAKS if _words(p) in _words(device)]
     return max(found, key=lambda match: match[0], default=(0, None))[1]
 
 
 def peak_tflops(peak: Peak | None, dtype: str, tf32: bool = False) -> float | None:
     """The peak that applies to ``dtype``; float32 matmuls use TF32 tensor cores when enabled."""
-    if peak is None:
-        return None
-    return peak.tflops.get("tf32" if dtype == "float32" and tf32 and "tf32" in peak.tflops
-                           else dtype)
+    return peak and peak.tflops.get("tf32" if dtype == "float32" and tf32 and "tf32" in
+                                    peak.tflops else dtype)
+
+
+def alternately(calls: dict, repeats: int, work: float | None = None) -> dict[str, Timing]:
+    """Time ``calls`` {name: (fn, sync)} in turn, in rounds; each sample after an untimed call."""
+    samples = {name: [] for name in calls}
+    for round_ in range(repeats + 2):  # the first calls, a warm-up round, then the timed rounds
+        for name, (fn, sync) in calls.items():
+            for _ in range(1 + (round_ > 1)):  # timed rounds: an untimed call wakes the threads
+                start = time.perf_counter()
+                fn()
+                sync()
+            samples[name].append(time.perf_counter() - start)
+            time.sleep(BLAS_IDLE_S if sync is no_sync else 0)  # NumPy's: let OpenBLAS idle
+    return {name: Timing(s[0], s[2:], work) for name, s in samples.items()}
 
 
 def matmul_sweep(sizes, dtypes=DTYPES, kind: str = "cpu", device: str = "CPU",
                  repeats: int = 5) -> list[dict]:
-    """Achieved TFLOP/s of n x n matmuls per dtype and size on ``kind``, named ``device``."""
+    """n x n matmuls on ``kind``: per size its dtypes and, on the CPU, NumPy's BLAS, alternately."""
     import tensorflow as tf
 
     peak = find_peak(device)
     tf32 = kind == "gpu" and bool(tf.config.experimental.tensor_float_32_execution_enabled())
     records = []
     with native_noise_filtered(), tf.device(device_name(kind)):
-        for dtype in dtypes:
-            for n in sizes:
-                a = tf.cast(tf.random.normal((n, n), seed=1), dtype)
-                b = tf.cast(tf.random.normal((n, n), seed=2), dtype)
-                step = tf.function(lambda a=a, b=b: tf.matmul(a, b))
-                t = measure(step, repeats=repeats, sync=device_sync, work=2 * n**3)
-                peak_now = peak_tflops(peak, dtype, tf32)
-                records.append(_record(t, "matmul", device, dtype, n, kind, peak_now))
-    return records
-
-
-def numpy_sweep(sizes, repeats: int = 5, device: str = "CPU") -> list[dict]:
-    """The same float32 matmuls with NumPy's BLAS: the CPU anchor, measured in the same run."""
-    records = []
-    rng = np.random.default_rng(0)
-    for n in sizes:
-        a, b = rng.standard_normal((2, n, n), dtype=np.float32)
-        t = measure(lambda a=a, b=b: a @ b, repeats=repeats, sync=no_sync, work=2 * n**3)
-        records.append(_record(t, "numpy matmul", f"{device} (NumPy BLAS)", "float32", n, "cpu"))
+        for n in sizes:
+            a, b = np.random.default_rng(0).standard_normal((2, n, n), dtype=np.float32)
+            pairs = {dtype: (tf.cast(a, dtype), tf.cast(b, dtype)) for dtype in dtypes}
+            calls = {dtype: (tf.function(lambda p=p: tf.matmul(*p)), device_sync)
+                     for dtype, p in pairs.items()}
+            if kind == "cpu" and "float32" in dtypes:
+                calls["numpy"] = (lambda a=a, b=b: a @ b, no_sync)
+            for dtype, t in alternately(calls, repeats, work=2 * n**3).items():
+                records.append(_record(t, "matmul", device, dtype, n, kind, peak_tflops(
+                    peak, dtype, tf32)) if dtype != "numpy" else _record(
+                    t, "numpy matmul", f"{device} (NumPy BLAS)", "float32", n, kind))
     return records
 
 
 def _record(t, name: str, device: str, dtype: str, n: int, kind: str, peak=None) -> dict:
-    tflops = t.rate / 1e12
+    tflops, (q1, q3) = t.rate / 1e12, np.percentile(t.samples_s, [25, 75])
     return {"name": name, "device": device, "kind": kind, "dtype": dtype, "size": n,
             "median_s": t.median_s, "iqr_s": t.iqr_s, "first_call_s": t.first_call_s,
-            "tflops": tflops, "peak_tflops": peak,
-            "fraction_of_peak": tflops / peak if peak else None}
+            "tflops": tflops, "gflops_iqr": (t.work / q3 / 1e9, t.work / q1 / 1e9),
+            "peak_tflops": peak, "fraction_of_peak": tflops / peak if peak else None}
 
 
 def table_rows(records: list[dict]) -> list[list]:
     return [[r["device"], r["dtype"], r["size"], f"{r['median_s'] * 1e3:.3f}",
-             f"{r['iqr_s'] * 1e3:.3f}", f"{r['tflops']:.3f}",
-             f"{r['peak_tflops']:g}" if r["peak_tflops"] else "unknown",
+             f"{r['iqr_s'] * 1e3:.3f}", f"{r['tflops'] * 1e3:,.1f}",
+             f"{r['peak_tflops'] * 1e3:,.0f}" if r["peak_tflops"] else "unknown",
              f"{100 * r['fraction_of_peak']:.0f}%" if r["fraction_of_peak"] else "-"]
             for r in records]
 
 
-def plot(records: list[dict], title: str = "Matmul throughput vs size"):
-    """Achieved TFLOP/s against matrix size, one line per device and dtype, peaks dashed."""
+def plot(records: list[dict], title: str = "Matmul throughput by size"):
+    """GFLOP/s (median, IQR bars) against matrix size, a line per device and dtype, peaks dashed."""
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import LogLocator
 
-    fig, ax = plt.subplots(figsize=(7, 4))
-    series = {}
-    for r in sorted(records, key=lambda r: r["size"]):
-        series.setdefault((r["device"], r["dtype"]), []).append(r)
-    for (device, dtype), points in series.items():
-        (line,) = ax.plot([p["size"] for p in points], [p["tflops"] for p in points], marker="o",
-                          label=f"{device} {dtype}")
-        if points[0]["peak_tflops"]:
-            ax.axhline(points[0]["peak_tflops"], linestyle="--", color=line.get_color(),
-                       linewidth=1, label=f"peak {dtype}")
-    ax.set_xscale("log", base=2)
-    ax.set(yscale="log", xlabel="matrix size n (n x n)", ylabel="TFLOP/s (median)", title=title)
+    fig, ax = plt.subplots(figsize=(7, 4), layout="tight")
+    for key in dict.fromkeys((r["device"], r["dtype"]) for r in records):
+        points = sorted((r for r in records if (r["device"], r["dtype"]) == key),
+                        key=lambda r: r["size"])
+        mid, (low, high) = (np.array([p["tflops"] * 1e3 for p in points]),
+                            np.transpose([p["gflops_iqr"] for p in points]))
+        line = ax.errorbar([p["size"] for p in points], mid, yerr=[mid - low, high - mid],
+                           marker="o", capsize=3, label=" ".join(key)).lines[0]
+        if peak := points[0]["peak_tflops"]:
+            ax.axhline(peak * 1e3, linestyle="--", color=line.get_color(), linewidth=1,
+                       label=f"peak: {' '.join(key)}")
+    ax.set(xscale="log", yscale="log", xlabel="matrix size n (n x n)",
+           ylabel="GFLOP/s (median, IQR bars)", title=title)
+    ax.set_xticks(sizes := sorted({r["size"] for r in records}), [str(s) for s in sizes])
+    ax.minorticks_off()
+    ax.yaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))  # readable: 1, 2, 5, 10, 20, ...
+    ax.yaxis.set_major_formatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}")
     ax.legend(fontsize=7)
-    fig.tight_layout()
     return fig
 
 
-def tf_vs_numpy(records: list[dict], cpu: str) -> dict:
-    """TensorFlow's float32 matmul against NumPy's BLAS on the CPU, at the largest size."""
-    size = max(r["size"] for r in records)
-    gflops, numpy_gflops = (
-        next(r["tflops"] * 1e3 for r in records
-             if r["device"] == device and r["dtype"] == "float32" and r["size"] == size)
-        for device in (cpu, f"{cpu} (NumPy BLAS)"))
-    return {"size": size, "tf_gflops": gflops, "numpy_gflops": numpy_gflops,
-            "ratio": gflops / numpy_gflops}
+def tf_vs_numpy(records: list[dict], cpu: str) -> dict | None:
+    """TF's float32 CPU matmul against NumPy's at the largest size with both (the last records)."""
+    pair = {(r["size"], r["name"]): r for r in records
+            if r["dtype"] == "float32" and r["device"] in (cpu, f"{cpu} (NumPy BLAS)")}
+    if not (sizes := [n for n, name in pair if name == "matmul" and (n, "numpy matmul") in pair]):
+        return None
+    tf_r, np_r = (pair[max(sizes), name] for name in ("matmul", "numpy matmul"))
+    return {"size": max(sizes), "tf_gflops": tf_r["tflops"] * 1e3, "numpy_gflops": np_r["tflops"]
+            * 1e3, "ratio": tf_r["tflops"] / np_r["tflops"], "overlap": tf_r["gflops_iqr"][0] <=
+            np_r["gflops_iqr"][1] and np_r["gflops_iqr"][0] <= tf_r["gflops_iqr"][1]}
 
 
 def summary_lines(records: list[dict], cpu: str) -> list[str]:
     """What the sweep says: TF vs NumPy on the CPU, and the best share of a published peak."""
-    cmp = tf_vs_numpy(records, cpu)
-    lines = [f"CPU float32 at {cmp['size']}x{cmp['size']}: TensorFlow {cmp['tf_gflops']:.0f} "
-             f"GFLOP/s, NumPy {cmp['numpy_gflops']:.0f} GFLOP/s, ratio {cmp['ratio']:.2f}."]
-    known = [r for r in records if r["fraction_of_peak"]]
-    if not known:
-        return lines + ["No published peak is known for the devices measured here."]
-    best = max(known, key=lambda r: r["fraction_of_peak"])
-    return lines + [f"Best share of a published peak: {best['fraction_of_peak']:.0%} "
-                    f"({best['device']}, {best['dtype']}, n={best['size']})."]
+    best = max((r for r in records if r["fraction_of_peak"]), default=None,
+               key=lambda r: r["fraction_of_peak"])
+    lines = [f"Best share of a published peak: {best['fraction_of_peak']:.0%} ({best['device']}, "
+             f"{best['dtype']}, n={best['size']})." if best else
+             "No published peak is known for the devices measured here."]
+    if not (cmp := tf_vs_numpy(records, cpu)):
+        return lines
+    return [f"CPU float32 at {cmp['size']}x{cmp['size']}, measured alternately: TensorFlow "
+            f"{cmp['tf_gflops']:,.1f} GFLOP/s, NumPy {cmp['numpy_gflops']:,.1f} GFLOP/s, ratio "
+            f"{cmp['ratio']:.2f}; their IQRs " + ("overlap: no difference beyond the spread." if
+            cmp["overlap"] else "do not overlap: a difference beyond the spread.")] + lines
+
+
+def ratio_lines(rates: dict, pairs: list[tuple[str, str]]) -> list[str]:
+    """Per (run, baseline) trained in the same rounds: their images/s ratios' median and range."""
+    lines = []
+    for label, base in pairs:
+        low, mid, high = np.percentile(ratios := rates[label] / rates[base], [0, 50, 100])
+        verdict = ("one round only, no spread: pass epochs >= 3" if len(ratios) < 2 else
+                   "faster in every round" if low > 1 else "slower in every round" if high < 1
+                   else "no clear difference: the rounds disagree")
+        lines.append(f"{label}: {mid:.2f}x the images/s of {base} (rounds after the first: "
+                     f"{low:.2f}-{high:.2f}x; {verdict}).")
+    return lines
+
+
+def plot_rates(rates: dict, panels: dict, title: str = ""):
+    """Bars of median images/s, min-max over the rounds, a panel per {x label: [run labels]}."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 3.8), squeeze=False,
+                             layout="tight")
+    for ax, (xlabel, labels) in zip(axes[0], panels.items(), strict=True):
+        low, mid, high = np.percentile([rates[k] for k in labels], [0, 50, 100], axis=1)
+        bars = ax.bar(labels, mid, yerr=[mid - low, high - mid], capsize=4)
+        ax.bar_label(bars, fmt="%.0f", padding=4)
+        ax.tick_params("x", rotation=20)
+        ax.set(xlabel=xlabel, ylabel="images/s (median, min-max bars)")
+    fig.suptitle(title)
+    return fig
+
+
+def plot_timelines(timelines: dict, title: str = ""):
+    """A lane per loop {name: [(call returned, value read) per step]}, from the last event."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 1.2 + 0.9 * len(timelines)), layout="tight")
+    for lane, times in enumerate(timelines.values()):
+        returned, read = np.transpose(times) * 1e3
+        events = np.sort(np.concatenate([[0.0], returned, read]))
+        for colour, (ends, what) in enumerate(((returned, "in the step's call, until it returned"),
+                                               (read, "waiting for its value"))):
+            begins = events[np.searchsorted(events, ends) - 1]
+            ax.broken_barh(np.c_[begins, ends - begins], (lane - 0.35, 0.7), color=f"C{colour}",
+                           label=what if lane == 0 else "", linewidth=0)
+    ax.set_yticks(range(len(timelines)), list(timelines))
+    ax.set(xlabel="ms since the loop began", title=title, ylim=(len(timelines) - 0.5, -0.5))
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=2)
+    return fig
 
 
 def matmul_panel(kinds: dict[str, str], run: Callable, show: Callable):
     """Sizes, dtypes, devices to pick; ``.button`` calls ``run`` per device, then ``show``."""
     import ipywidgets as widgets
 
-    sizes = widgets.SelectMultiple(options=(256, 512, 1024, 2048, 4096, 8192),
-                                   value=(512, 1024, 2048), description="sizes")
-    dtypes = widgets.SelectMultiple(options=DTYPES, value=("float32",), description="dtypes")
-    devices = widgets.SelectMultiple(options=list(kinds), value=(list(kinds)[-1],),
-                                     description="devices")
-    button = widgets.Button(description="Run", button_style="primary")
-    output = widgets.Output()
-    box = widgets.VBox([widgets.HBox([sizes, dtypes, devices]), button, output])
-    box.records = []
+    pick = {name: widgets.SelectMultiple(options=options, value=value, description=name)
+            for name, options, value in [("sizes", (256, 512, 1024, 2048, 4096, 8192),
+                                          (512, 1024, 2048)), ("dtypes", DTYPES, ("float32",)),
+                                         ("devices", list(kinds), (list(kinds)[-1],))]}
+    button, output = widgets.Button(description="Run", button_style="primary"), widgets.Output()
+    box = widgets.VBox([widgets.HBox(list(pick.values())), button, output])
+    box.records, box.button, box.sizes, box.dtypes, box.devices = [], button, *pick.values()
 
     def on_click(_):
         output.clear_output()
-        box.records = [record for kind in devices.value for record in
-                       run(sorted(sizes.value), list(dtypes.value), kind, kinds[kind])]
+        box.records = [record for kind in box.devices.value for record in
+                       run(sorted(box.sizes.value), list(box.dtypes.value), kind, kinds[kind])]
         with output:
             show(box.records)
 
     button.on_click(on_click)
-    box.button, box.sizes, box.dtypes, box.devices = button, sizes, dtypes, devices
     return box
 
 

@@ -1,5 +1,5 @@
 """The course's timing harness: :func:`measure` (first call apart, warm-up, a device sync before
-each clock stop, median and spread), :func:`steady_state`, and ``fit``'s epoch clock and tables."""
+each clock stop, median and spread), :func:`steady_state`, and ``fit``'s epoch clock."""
 
 from __future__ import annotations
 
@@ -9,9 +9,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-
-RESULT_HEADERS = ["run", "device", "images/epoch", "batch", "policy", "XLA", "first epoch s",
-                  "epoch s", "images/s"]
 
 
 def device_sync() -> None:  # wait for all queued TensorFlow device work
@@ -75,17 +72,6 @@ def steady_state(seconds, warmup: int = 1) -> float:
     return float(statistics.median(later)) if later else float(seconds[-1])
 
 
-def epoch_result(seconds: list[float], images: int, *, label: str, kind: str, device: str,
-                 batch_size: int, policy: str = "float32", xla: bool = False) -> dict:
-    """One run's result: the first epoch (compiling) apart, images/s at the steady state."""
-    if len(seconds) < 2:
-        raise ValueError(f"got {len(seconds)} epoch time(s); need at least 2: the first compiles")
-    steady = steady_state(seconds)
-    return {"label": label, "kind": kind, "device": device, "batch_size": batch_size,
-            "policy": policy, "xla": xla, "first_epoch_s": seconds[0], "epoch_s": steady,
-            "images_per_s": images / steady, "images": images, "epochs": len(seconds)}
-
-
 def projection(what: str, seconds: list[float], total: int) -> str:
     """One line: how long the rest of ``total`` epochs will take at the last one's pace."""
     pace, left = seconds[-1], total - len(seconds)
@@ -113,43 +99,3 @@ def epoch_timer(project: str = ""):
                 print(projection(project, self.seconds, total))
 
     return EpochTimer()
-
-
-def result_rows(results: list[dict]) -> list[list]:
-    return [[r["label"], r["device"], r["images"], r["batch_size"], r["policy"],
-             "on" if r["xla"] else "off", f"{r['first_epoch_s']:.2f}", f"{r['epoch_s']:.3f}",
-             f"{r['images_per_s']:.0f}"] for r in results]
-
-
-def plot_batch_sweep(results: list[dict], title: str = "Throughput vs batch size"):
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    results = sorted(results, key=lambda r: r["batch_size"])
-    ax.plot([r["batch_size"] for r in results], [r["images_per_s"] for r in results], marker="o")
-    ax.set_xscale("log", base=2)
-    ax.set(xlabel="batch size", ylabel="images/s (steady state)", title=title)
-    fig.tight_layout()
-    return fig
-
-
-def speedup_lines(results: list[dict]) -> list[str]:
-    """Each accelerator's speedup over the CPU on the same model (by ``label``), or why none."""
-    cpus = {r["label"]: r for r in results if r["kind"] == "cpu"}
-    pairs = [(r, cpus[r["label"]]) for r in results if r["kind"] != "cpu" and r["label"] in cpus]
-    if not pairs:
-        return ["CPU only: no speedup can be measured on this runtime. In Colab, choose "
-                "Runtime > Change runtime type > T4 GPU and run the notebook again."]
-    return [f"{r['label']}: {r['device']} trained {r['images_per_s'] / cpu['images_per_s']:.1f}x "
-            f"the images/s of the CPU ({r['images_per_s']:.0f} vs {cpu['images_per_s']:.0f}, "
-            "measured in this run)." for r, cpu in pairs]
-
-
-def knob_lines(runs: list[dict]) -> list[str]:
-    """Each knob's effect as a ratio of images/s to the first run (the float32 baseline)."""
-    base, lines = runs[0], []
-    for run in runs[1:]:
-        ratio = run["images_per_s"] / base["images_per_s"]
-        verdict = "faster" if ratio > 1.05 else "slower" if ratio < 0.95 else "about the same"
-        lines.append(f"{run['label']}: {ratio:.2f}x the float32 images/s ({verdict}).")
-    return lines

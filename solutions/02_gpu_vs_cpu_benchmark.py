@@ -23,7 +23,7 @@ def median_seconds(fn, repeats):
 with tf.device(device):
     seconds = median_seconds(tf.function(lambda: tf.matmul(a, a)), params.repeats)
 print(f"{n}x{n} float32 matmul on {device}: {seconds * 1e3:.2f} ms per call, "
-      f"{2 * n**3 / seconds / 1e12:.3f} TFLOP/s (median of {params.repeats})")
+      f"{2 * n**3 / seconds / 1e9:,.1f} GFLOP/s (median of {params.repeats})")
 
 
 # Exercise 02.2: build a model in mixed precision

@@ -1,6 +1,6 @@
 import pytest
 
-from helpers import gpu_vs_cpu_benchmark
+from helpers import gpu_vs_cpu_benchmark, timing
 
 
 @pytest.mark.parametrize(
@@ -53,57 +53,85 @@ def test_float32_uses_the_tf32_peak_where_tensor_cores_take_it():
     assert gpu_vs_cpu_benchmark.peak_tflops(t4, "float32", tf32=True) == 8.1
 
 
-def test_sweep_on_this_cpu(tf):
+def test_sweep_on_this_cpu_measures_numpy_in_the_same_rounds(tf):
     records = gpu_vs_cpu_benchmark.matmul_sweep([32, 64], ["float32", "bfloat16"], repeats=2)
-    assert [(r["dtype"], r["size"]) for r in records] == [
-        ("float32", 32),
-        ("float32", 64),
-        ("bfloat16", 32),
-        ("bfloat16", 64),
+    assert [(r["device"], r["dtype"], r["size"]) for r in records] == [
+        ("CPU", "float32", 32),
+        ("CPU", "bfloat16", 32),
+        ("CPU (NumPy BLAS)", "float32", 32),
+        ("CPU", "float32", 64),
+        ("CPU", "bfloat16", 64),
+        ("CPU (NumPy BLAS)", "float32", 64),
     ]
     for r in records:
         assert r["tflops"] == pytest.approx(2 * r["size"] ** 3 / r["median_s"] / 1e12)
+        low, high = r["gflops_iqr"]
+        assert low <= r["tflops"] * 1e3 <= high
         assert r["peak_tflops"] is None and r["fraction_of_peak"] is None
+    bf16_only = gpu_vs_cpu_benchmark.matmul_sweep([32], ["bfloat16"], repeats=2)
+    assert [r["device"] for r in bf16_only] == ["CPU"]  # NumPy only beside float32
+
+
+def test_alternately_takes_turns_and_lets_blas_threads_idle(monkeypatch):
+    log, sleeps = [], []
+    monkeypatch.setattr(gpu_vs_cpu_benchmark.time, "sleep", sleeps.append)
+    calls = {"tf": (lambda: log.append("tf"), lambda: log.append("sync")),
+             "numpy": (lambda: log.append("numpy"), timing.no_sync)}
+    timings = gpu_vs_cpu_benchmark.alternately(calls, repeats=3, work=10)
+    assert log == ["tf", "sync", "numpy"] * 2 + ["tf", "sync"] * 2 + ["numpy"] * 2 + [
+        "tf", "sync", "tf", "sync", "numpy", "numpy"] * 2  # first calls, warm-up, 3 rounds:
+    # in each, an untimed call then a timed one
+    assert sleeps == [0, gpu_vs_cpu_benchmark.BLAS_IDLE_S] * 5  # idle after each NumPy call
+    assert all(len(t.samples_s) == 3 and t.work == 10 for t in timings.values())
 
 
 def test_numpy_anchor_and_table_and_plot(tf):
-    records = gpu_vs_cpu_benchmark.numpy_sweep([32, 64], repeats=2)
+    records = [r for r in gpu_vs_cpu_benchmark.matmul_sweep([32, 64], ["float32"], repeats=2)
+               if "numpy" in r["name"]]
     assert {r["device"] for r in records} == {"CPU (NumPy BLAS)"}
     rows = gpu_vs_cpu_benchmark.table_rows(records)
     assert rows[0][:3] == ["CPU (NumPy BLAS)", "float32", 32] and rows[0][6] == "unknown"
-    fig = gpu_vs_cpu_benchmark.plot(records)
-    assert fig.axes[0].get_xlabel().startswith("matrix size")
+    ax = gpu_vs_cpu_benchmark.plot(records).axes[0]
+    assert ax.get_xlabel().startswith("matrix size") and ax.get_ylabel().startswith("GFLOP/s")
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["32", "64"]  # the sizes, as ticks
+    assert ax.containers  # the IQR bars
 
 
 def test_a_known_peak_gives_a_fraction():
-    timed = type("T", (), {"rate": 4e12, "median_s": 1.0, "iqr_s": 0.0, "first_call_s": 2.0})()
+    timed = timing.Timing(2.0, [0.5, 1.0, 1.5], work=4e12)
     record = gpu_vs_cpu_benchmark._record(timed, "m", "Tesla T4", "float16", 4096, "gpu", 65)
     assert record["fraction_of_peak"] == pytest.approx(4 / 65)
     assert record["device"] == "Tesla T4" and record["dtype"] == "float16"
+    assert record["gflops_iqr"] == pytest.approx((4e3 / 1.25, 4e3 / 0.75))
 
 
 def test_tf_vs_numpy_and_summary_lines():
-    def rec(device, size, tflops, fraction=None):
-        return {
-            "device": device,
-            "dtype": "float32",
-            "size": size,
-            "tflops": tflops,
-            "fraction_of_peak": fraction,
-        }
+    def rec(device, size, tflops, fraction=None, spread=0.01):
+        name = "numpy matmul" if "NumPy" in device else "matmul"
+        return {"name": name, "device": device, "dtype": "float32", "size": size,
+                "tflops": tflops, "fraction_of_peak": fraction,
+                "gflops_iqr": ((tflops - spread) * 1e3, (tflops + spread) * 1e3)}
 
     records = [
         rec("CPU", 64, 0.1),
         rec("CPU", 128, 0.4),
         rec("CPU (NumPy BLAS)", 64, 0.1),
+        rec("CPU (NumPy BLAS)", 128, 0.5),  # an earlier measurement: the last one counts
         rec("CPU (NumPy BLAS)", 128, 0.2),
+        rec("CPU", 256, 0.4),  # no NumPy at 256: not compared
     ]
     cmp = gpu_vs_cpu_benchmark.tf_vs_numpy(records, "CPU")
-    assert cmp["size"] == 128 and cmp["ratio"] == pytest.approx(2.0)
+    assert cmp["size"] == 128 and cmp["ratio"] == pytest.approx(2.0) and not cmp["overlap"]
     lines = gpu_vs_cpu_benchmark.summary_lines(records, "CPU")
-    assert (
-        lines[0] == "CPU float32 at 128x128: TensorFlow 400 GFLOP/s, NumPy 200 GFLOP/s, ratio 2.00."
+    assert lines[0] == (
+        "CPU float32 at 128x128, measured alternately: TensorFlow 400.0 GFLOP/s, NumPy "
+        "200.0 GFLOP/s, ratio 2.00; their IQRs do not overlap: a difference beyond the spread."
     )
     assert lines[1].startswith("No published peak")
     records.append({**rec("Tesla T4", 128, 6.5, 0.1), "dtype": "float16"})
     assert "10% (Tesla T4, float16, n=128)" in gpu_vs_cpu_benchmark.summary_lines(records, "CPU")[1]
+    close = [rec("CPU", 64, 0.1, spread=0.05), rec("CPU (NumPy BLAS)", 64, 0.12, spread=0.05)]
+    assert gpu_vs_cpu_benchmark.tf_vs_numpy(close, "CPU")["overlap"]
+    assert gpu_vs_cpu_benchmark.tf_vs_numpy(close[:1], "CPU") is None
+    assert gpu_vs_cpu_benchmark.summary_lines(close[:1], "CPU") == [
+        "No published peak is known for the devices measured here."]

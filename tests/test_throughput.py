@@ -1,31 +1,13 @@
 import numpy as np
 import pytest
 
-from helpers import devices, models, timing
+from helpers import devices, gpu_vs_cpu_benchmark, models, timing
 
 
 @pytest.fixture(scope="module")
 def tiny_data():
     rng = np.random.default_rng(0)
     return rng.integers(0, 255, (64, 28, 28, 1), dtype=np.uint8), rng.integers(0, 10, 64)
-
-
-def test_epoch_result_keeps_the_first_epoch_apart():
-    result = timing.epoch_result(
-        [9.0, 2.0, 4.0, 3.0], 600, label="mnist_cnn", kind="gpu", device="Tesla T4",
-        batch_size=32, policy="mixed_float16", xla=True,
-    )
-    assert result["first_epoch_s"] == 9.0 and result["epoch_s"] == 3.0  # median of 2, 4, 3
-    assert result["images_per_s"] == pytest.approx(200.0) and result["epochs"] == 4
-    rows = timing.result_rows([result])
-    assert rows[0] == ["mnist_cnn", "Tesla T4", 600, 32, "mixed_float16", "on", "9.00", "3.000",
-                       "200"]
-    assert len(rows[0]) == len(timing.RESULT_HEADERS)
-
-
-def test_one_epoch_cannot_give_a_steady_state():
-    with pytest.raises(ValueError, match="need at least 2"):
-        timing.epoch_result([1.0], 64, label="x", kind="cpu", device="CPU", batch_size=32)
 
 
 def test_epoch_timer_times_each_epoch_of_a_real_fit(tf, tiny_data):
@@ -50,45 +32,47 @@ def test_models_build_with_float32_outputs(tf):
             assert keras.mixed_precision.global_policy().name == "mixed_bfloat16"
 
 
-def test_speedup_and_batch_plot():
-    fast, slow = (
-        {"images_per_s": 300.0, "batch_size": 64},
-        {"images_per_s": 100.0, "batch_size": 32},
-    )
-    assert timing.knob_lines([slow, {**fast, "label": "x"}]) == [
-        "x: 3.00x the float32 images/s (faster)."]
-    fig = timing.plot_batch_sweep([fast, slow])
-    assert list(fig.axes[0].lines[0].get_xdata()) == [32, 64]
+def test_ratio_lines_pair_rounds_and_judge_only_what_every_round_agrees_on():
+    rates = {"base": np.array([100.0, 110.0, 90.0]), "fast": np.array([300.0, 330.0, 270.0]),
+             "slow": np.array([40.0, 44.0, 36.0]), "mixed": np.array([120.0, 100.0, 90.0])}
+    fast, slow, mixed = gpu_vs_cpu_benchmark.ratio_lines(
+        rates, [("fast", "base"), ("slow", "base"), ("mixed", "base")])
+    assert fast == ("fast: 3.00x the images/s of base (rounds after the first: 3.00-3.00x; "
+                    "faster in every round).")
+    assert slow.endswith("0.40-0.40x; slower in every round).")
+    assert mixed.startswith("mixed: 1.00x") and mixed.endswith("the rounds disagree).")
+    (one,) = gpu_vs_cpu_benchmark.ratio_lines({"a": np.array([2.0]), "b": np.array([1.0])},
+                                              [("a", "b")])
+    assert "2.00x" in one and "one round only" in one
+    assert gpu_vs_cpu_benchmark.ratio_lines(rates, []) == []  # no pair, nothing invented
 
 
-def test_speedup_lines_never_invent_a_number():
-    cpu = {"kind": "cpu", "label": "mnist_cnn", "device": "CPU", "images_per_s": 100.0}
-    gpu = {"kind": "gpu", "label": "mnist_cnn", "device": "Tesla T4", "images_per_s": 2500.0}
-    (only,) = timing.speedup_lines([cpu])
-    assert only.startswith("CPU only: no speedup can be measured") and "x" not in only.split(":")[0]
-    (line,) = timing.speedup_lines([cpu, gpu])
-    assert "Tesla T4 trained 25.0x the images/s of the CPU (2500 vs 100" in line
+def test_plot_rates_draws_medians_with_their_range():
+    from matplotlib.container import ErrorbarContainer
+
+    rates = {"batch 32": np.array([1.0, 3.0, 2.0]), "batch 64": np.array([4.0, 6.0, 5.0]),
+             "XLA": np.array([1.0, 1.0, 1.0])}
+    fig = gpu_vs_cpu_benchmark.plot_rates(rates, {"batch": ["batch 32", "batch 64"],
+                                                  "knob": ["batch 64", "XLA"]}, "t")
+    batch, knob = fig.axes
+    assert [bar.get_height() for bar in batch.patches] == [2.0, 5.0]  # medians
+    bars = next(c for c in batch.containers if isinstance(c, ErrorbarContainer))
+    first = bars.lines[2][0].get_segments()[0]  # the first bar's error bar: min to max
+    assert list(first[:, 1]) == [1.0, 3.0]
+    assert [t.get_text() for t in knob.get_xticklabels()] == ["batch 64", "XLA"]
+    assert batch.get_ylabel().startswith("images/s")
 
 
-def test_speedups_pair_each_model_with_its_own_cpu_run():
-    runs = [
-        {"kind": kind, "label": label, "device": kind.upper(), "images_per_s": ips}
-        for kind, label, ips in [
-            ("cpu", "mnist_cnn", 100.0), ("gpu", "mnist_cnn", 1000.0),
-            ("cpu", "cifar_cnn", 50.0), ("gpu", "cifar_cnn", 1000.0),
-        ]
+def test_timeline_segments_start_at_the_event_before_them():
+    every = [(0.001, 0.002), (0.003, 0.004)]  # (call returned, value read), in seconds
+    at_end = [(0.001, 0.005), (0.002, 0.0055)]
+    fig = gpu_vs_cpu_benchmark.plot_timelines({"every": every, "at end": at_end})
+    spans = [[(round(p.vertices[:, 0].min(), 6), round(np.ptp(p.vertices[:, 0]), 6))
+              for p in bars.get_paths()] for bars in fig.axes[0].collections]  # (start, ms)
+    assert spans == [
+        [(0.0, 1.0), (2.0, 1.0)],  # every step: calls from the last read
+        [(1.0, 1.0), (3.0, 1.0)],  # and each wait from its call's return
+        [(0.0, 1.0), (1.0, 1.0)],  # at the end: calls back to back
+        [(2.0, 3.0), (5.0, 0.5)],  # then one wait for the device, and a read at once
     ]
-    mnist, cifar = timing.speedup_lines(runs)
-    assert mnist.startswith("mnist_cnn: GPU trained 10.0x") and "(1000 vs 100," in mnist
-    assert cifar.startswith("cifar_cnn: GPU trained 20.0x") and "(1000 vs 50," in cifar
-
-
-def test_knob_lines():
-    base = {"label": "float32", "policy": "float32", "images_per_s": 100.0}
-    mixed = {"label": "mixed_bfloat16", "policy": "mixed_bfloat16", "images_per_s": 150.0}
-    xla = {"label": "XLA", "policy": "float32", "images_per_s": 40.0}
-    lines = timing.knob_lines([base, mixed, xla])
-    assert lines == [
-        "mixed_bfloat16: 1.50x the float32 images/s (faster).",
-        "XLA: 0.40x the float32 images/s (slower).",
-    ]
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["every", "at end"]

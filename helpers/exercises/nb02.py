@@ -9,9 +9,9 @@ from unittest import mock
 from helpers.exercises import Device, Pending, exercise, is_number, require
 
 
-def _seconds(timer, device: Device, repeats: int):
-    """What ``timer`` measures on ``device``, or what is wrong; meanwhile ``sync_devices``, and
-    any name the learner's cell bound to it, wait for ``device``."""
+def _seconds(timer, device: Device, repeats: int) -> float | str:
+    """What ``timer`` measures on ``device``, or what is wrong (a str); meanwhile ``sync_devices``,
+    and any name the learner's cell bound to it, wait for ``device``."""
     import tensorflow as tf
 
     original = getattr(tf.test.experimental, "sync_devices", None)
@@ -25,8 +25,8 @@ def _seconds(timer, device: Device, repeats: int):
             space.update(dict.fromkeys(bound, original))
     require(result)
     if not is_number(result, numbers.Real):
-        return None, f"It returned a {type(result).__name__} ({result!r}), not a number of seconds."
-    return float(result), None
+        return f"It returned a {type(result).__name__} ({result!r}), not a number of seconds."
+    return float(result)
 
 
 @exercise("02.1", "time any call correctly",
@@ -41,9 +41,8 @@ def median_seconds(timer) -> str | None:
     work_s = 0.01  # the device work each call queues
     slow_s = 0.2  # one call's device work, slower (an outlier)
     device = Device(work_s, trace_s=trace_s)  # the first call is slow (tracing)
-    seconds, problem = _seconds(timer, device, 2)
-    if problem:
-        return problem
+    if isinstance(seconds := _seconds(timer, device, 2), str):
+        return seconds
     if device.calls < 3:
         return (f"With repeats=2 it called `fn` {device.calls} time(s): call it once to warm up, "
                 "then time 2 more calls.")
@@ -56,17 +55,15 @@ def median_seconds(timer) -> str | None:
     if seconds > trace_s / 4:
         return (f"It measured {seconds * 1e3:.0f} ms for calls of {work_s * 1e3:.0f} ms: the first "
                 f"call ({trace_s * 1e3:.0f} ms of tracing) is in the samples; warm up first.")
-    seconds, problem = _seconds(timer, Device(work_s, costs={3: slow_s}), 5)  # a slow timed call
-    if problem:
-        return problem
+    if isinstance(seconds := _seconds(timer, Device(work_s, costs={3: slow_s}), 5), str):
+        return seconds
     if seconds > work_s + (slow_s - work_s) / 10:  # half-way to what the mean of 5 would be
         return (f"One slow call out of 5 moved the result to {seconds * 1e3:.0f} ms (the others "
                 f"take {work_s * 1e3:.0f} ms): time each call on its own and take the median, "
                 "not the mean or the total.")
     # a fast timed call (a cached result, say) moves the best sample (timeit's `min`)
-    seconds, problem = _seconds(timer, Device(work_s, costs={4: work_s / 10}), 5)
-    if problem:
-        return problem
+    if isinstance(seconds := _seconds(timer, Device(work_s, costs={4: work_s / 10}), 5), str):
+        return seconds
     if seconds < work_s * 0.6:
         return (f"One fast call out of 5 moved the result to {seconds * 1e3:.1f} ms (the others "
                 f"take {work_s * 1e3:.0f} ms): take the median of the samples, not the best "
@@ -79,7 +76,7 @@ _POLICY = {"gpu": "mixed_float16", "cpu": "mixed_bfloat16", "tpu": "mixed_bfloat
 _BEFORE = {"gpu": "mixed_bfloat16", "cpu": "mixed_float16", "tpu": "float32"}
 
 
-def _check_mixed(model, kind: str, before: str, now: str) -> str | None:
+def _check_mixed(model, kind: str, before: str) -> str | None:  # right after build(kind)
     import keras
 
     def dtype(value) -> str:
@@ -87,7 +84,7 @@ def _check_mixed(model, kind: str, before: str, now: str) -> str | None:
 
     if not isinstance(model, keras.Model):
         return f"For {kind!r} it returned a {type(model).__name__}, not a Keras model."
-    if now != before:
+    if (now := keras.mixed_precision.global_policy().name) != before:
         return (f"After building for {kind!r} the global policy is {now!r}; it was {before!r} "
                 "before your call: keep `global_policy()` first and set it back (in `finally`).")
     try:  # the output's dtype and shape, worked out without running a kernel
@@ -134,8 +131,7 @@ def mixed_model(build) -> str | None:
             keras.mixed_precision.set_global_policy(_BEFORE[kind])
             model = build(kind)
             require(model)
-            now = keras.mixed_precision.global_policy().name
-            if problem := _check_mixed(model, kind, _BEFORE[kind], now):
+            if problem := _check_mixed(model, kind, _BEFORE[kind]):
                 return problem
     finally:
         keras.mixed_precision.set_global_policy(original)
@@ -180,8 +176,7 @@ class _Loss(Pending):
 @exercise("02.3", "average the loss without stalling",
           hint="Keep the losses as tensors (`total = total + step()`, or a list and "
                "`tf.add_n`), and read once, after the loop: `float(total) / steps`.",
-          right="It reads the losses only after the last step: the device never waits for "
-                "Python.")
+          right="It reads the losses only after the last step: the device never waits for Python.")
 def mean_loss(average) -> str | None:
     steps, log = 6, []
 
