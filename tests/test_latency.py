@@ -1,5 +1,6 @@
 import dataclasses
 
+import numpy as np
 import pytest
 
 from helpers import tfdata_pipelines
@@ -79,15 +80,26 @@ def test_overlap_is_visible_in_the_event_log(pipeline):
     pytest.fail(f"no two files were open at once in 3 runs: {opens}")
 
 
-def test_table_and_timeline(pipeline):
+def test_variants_alternate_and_each_keeps_its_own_clock(pipeline):
+    calls = []
+    seconds = tfdata_pipelines.alternate(
+        {"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, 3
+    )
+    assert calls == ["a", "b"] * 3 and [len(s) for s in seconds.values()] == [3, 3]
     results = tfdata_pipelines.compare(
         FAST,
         pipeline,
-        epochs=2,
+        epochs=3,
         variants={"naive": {}, "all combined": {"prefetch": True, "cache": True}},
     )
+    for r in results:  # the clock runs only in the variant's own epochs: no gap for the other's
+        ends = r["log"].epoch_ends
+        assert len(ends) == 4 and len(r["later_s"]) == 2
+        assert ends[1:] == pytest.approx(np.cumsum([r["first_epoch_s"], *r["later_s"]]), abs=0.01)
+        assert all(0 <= start < end <= ends[-1] + 1e-3 for _, start, end in r["log"].events)
     rows = tfdata_pipelines.table_rows(results)
     assert rows[0][0] == "naive" and rows[0][-1] == "1.0x"
+    assert tfdata_pipelines.median_range([0.001, 0.003, 0.002]) == "2 (1-3)"
     fig = tfdata_pipelines.plot_timelines(results)
     assert len(fig.axes) == 2
 

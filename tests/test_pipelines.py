@@ -95,11 +95,20 @@ def test_device_fit_rule():
     assert not tfdata_pipelines.fits_on_device(12 * 2**30, 16 * 2**30)
 
 
-def test_epoch_seconds(tf, lesson, digits):
-    x, y, _ = digits
-    ds = lesson.finish(tf.data.Dataset.from_tensor_slices((x, y)), 32)
-    result = tfdata_pipelines.epoch_seconds(ds, epochs=3)
-    assert result["first_epoch_s"] > 0 and result["epoch_s"] > 0
+def test_an_image_folder_is_read_with_the_read_it_is_given(tf, lesson, digits, tmp_path):
+    x, y, names = digits
+    tfdata_pipelines.write_image_folder(x[:10], y[:10], tmp_path, names)
+    paths = []
+
+    def counted(path):  # tf.io.read_file, and the path it read
+        def read(p):
+            paths.append(p.numpy())
+            return tf.io.read_file(p)
+
+        return tf.py_function(read, [path], tf.string)
+
+    ds, _ = lesson.image_folder(tmp_path, (28, 28), 1, 4, read=counted, cache=False)
+    assert lesson.count_examples(ds) == 10 and len(set(paths)) == 10
 
 
 @pytest.fixture

@@ -11,9 +11,8 @@ import numpy as np
 
 from helpers.exercises import exercise, require
 
-# Dataset ops that only carry settings (with_options and the like): not steps of the chain.
-_WRAPPERS = {"OptionsDataset", "ModelDataset", "MaxIntraOpParallelismDataset",
-             "PrivateThreadPoolDataset"}
+_WRAPPERS = {  # dataset ops that only carry settings (with_options and the like): not steps
+    "OptionsDataset", "ModelDataset", "MaxIntraOpParallelismDataset", "PrivateThreadPoolDataset"}
 _KINDS = [("parallel map", r"ParallelMapDataset"), ("map", r"MapDataset"),
           ("cache", r"CacheDataset"), ("shuffle", r"ShuffleDataset"),
           ("batch", r"(Parallel)?BatchDataset"), ("prefetch", r"PrefetchDataset")]
@@ -44,8 +43,7 @@ _N, _BATCH, _SHAPE = 20, 6, (2, 2, 1)
 
 
 def _records():
-    """Serialised records (an image whose pixels are its label), and their ``decode`` and
-    ``augment``, as the notebook's chain takes them."""
+    """Serialised images whose pixels are their label, with ``decode`` and ``augment`` for them."""
     import tensorflow as tf
 
     def decode(record):

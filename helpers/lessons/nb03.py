@@ -102,13 +102,14 @@ def read_tfrecords(directory, batch_size, *, parallel=True, **tail):
 
 
 # 03_tfdata_pipelines.ipynb, section 'Real pipelines'
-def image_folder(directory, image_size, channels, batch_size, *, parallel=True, **tail):
+def image_folder(directory, image_size, channels, batch_size, *, parallel=True,
+                 read=tf.io.read_file, **tail):
     class_names = sorted(p.name for p in Path(directory).iterdir() if p.is_dir())
     paths = sorted(str(p) for c in class_names for p in (Path(directory) / c).iterdir())
     labels = [class_names.index(Path(p).parent.name) for p in paths]
 
     def load(path, label):
-        image = tf.io.decode_image(tf.io.read_file(path), channels, expand_animations=False)
+        image = tf.io.decode_image(read(path), channels, expand_animations=False)
         image = tf.image.resize(image, image_size, method="nearest")
         return tf.cast(image, tf.uint8), label
 
@@ -125,43 +126,54 @@ def count_examples(ds):
 
 
 # 03_tfdata_pipelines.ipynb, section 'Is your model input-bound?'
-from helpers.tfdata_pipelines import judge  # plumbing: the verdict and advice, from the times
-from helpers.timing import epoch_timer  # plumbing: each epoch's seconds, from fit's callbacks
+import time
+
+THRESHOLD = 0.15  # input-bound when more than 15% of the time goes to waiting for batches
 
 
-def input_bound(model, dataset, steps, epochs=3):
-    """Is `model` (compiled) waiting for `dataset`? Epochs of `steps` steps on one batch
-    repeated from memory (compute alone) against the pipeline (compute plus input)."""
-    for _ in dataset:  # one full pass first: a cache() in it is complete, as after epoch 1
-        pass
-    in_memory = tf.data.Dataset.from_tensors(next(iter(dataset))).repeat(steps).cache()
-    fed = dataset.repeat().take(steps)
-    seconds = {"compute": [], "pipeline": []}
-    for _ in range(epochs):  # alternated, epoch by epoch
-        for name, source in (("compute", in_memory), ("pipeline", fed)):
-            timer = epoch_timer()
-            model.fit(source, epochs=1, verbose=0, callbacks=[timer], shuffle=False)
-            seconds[name] += timer.seconds
-    return judge(seconds)  # pipeline / compute, steady-state medians, against the threshold
+def input_bound(model, batches, steps, warmup=2):
+    """Time `steps` training steps: the share spent waiting for batches, and the seconds in the
+    steps alone and in all. `batches`: a tf.data pipeline, or an iterator of batches."""
+    batches = iter(batches.repeat()) if isinstance(batches, tf.data.Dataset) else batches
+    waiting = training = 0.0
+    for step in range(warmup + steps):  # the first `warmup` steps compile: not counted
+        start = time.perf_counter()
+        images, labels = next(batches)  # waiting for the input pipeline
+        ready = time.perf_counter()
+        model.train_on_batch(images, labels)  # returns the loss: the step has finished
+        if step >= warmup:
+            waiting, training = waiting + ready - start, training + time.perf_counter() - ready
+    share = waiting / (waiting + training)
+    return {"waiting_share": share, "input_bound": share > THRESHOLD,
+            "compute_epoch_s": training, "pipeline_epoch_s": waiting + training}
+
+
+# 03_tfdata_pipelines.ipynb, section 'Is your model input-bound?'
+def what_to_try(ds):
+    """What an input-bound tf.data pipeline `ds` lacks, from its graph of dataset ops."""
+    graph = tf.raw_ops.DatasetToGraphV2(input_dataset=ds._variant_tensor)  # no public API
+    ops = {node.op for node in tf.compat.v1.GraphDef.FromString(graph.numpy()).node}
+    lacks = {  # what to try: does `ds` lack it?
+        "map(..., num_parallel_calls=tf.data.AUTOTUNE)": "MapDataset" in ops,  # one at a time
+        "interleave(..., num_parallel_calls=tf.data.AUTOTUNE)": "InterleaveDataset" in ops,
+        "cache() after decoding, if the decoded data fits in memory": "CacheDatasetV2" not in ops,
+        "prefetch(tf.data.AUTOTUNE) as the last step": "PrefetchDataset" not in ops}
+    return [tip for tip, lacking in lacks.items() if lacking] or [
+        "augmentation on the accelerator (in the model), or the data kept on the device (above)"]
 
 
 # 03_tfdata_pipelines.ipynb, section 'Watching the GPU while it trains'
 import subprocess
-import threading
 
 
 def gpu_utilisation_during(work, interval_ms=100):
     """Run ``work()`` while nvidia-smi samples GPU 0's utilisation (%); return the samples."""
-    query = ["nvidia-smi", "-i", "0", "--query-gpu=utilization.gpu",
-             "--format=csv,noheader,nounits", "-lms", str(interval_ms)]
-    sampler, samples = subprocess.Popen(query, stdout=subprocess.PIPE, text=True), []
-    reader = threading.Thread(target=lambda: samples.extend(
-        int(line) for line in sampler.stdout if line.strip().isdigit()), daemon=True)
-    reader.start()
+    sampler = subprocess.Popen(["nvidia-smi", "-i", "0", "--query-gpu=utilization.gpu",
+                                "--format=csv,noheader,nounits", "-lms", str(interval_ms)],
+                               stdout=subprocess.PIPE, text=True)  # its pipe holds ~20,000
     try:
         work()
     finally:
         sampler.terminate()
-        sampler.wait()
-        reader.join(timeout=5)
-    return samples
+        printed, _ = sampler.communicate()  # what it printed; it has exited
+    return [int(line) for line in printed.split() if line.isdigit()]
