@@ -20,8 +20,7 @@ REAL = {  # the real data sets: image shape and class names
         "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag",
         "Ankle boot"]},
     "cifar10": {"shape": (32, 32, 3), "classes": [
-        "airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]},
-}
+        "airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]}}
 DATASETS = (*REAL, "digits", "synthetic")  # and the offline ones, always available
 OFFLINE_ENV = "COURSE_OFFLINE"
 #: The file ``keras.datasets.mnist`` downloads, and its SHA-256 (for notebook 10, without Keras).
@@ -31,8 +30,7 @@ MNIST_SHA256 = "731c5ac602752760c8e48fbffcf8c3b850d9dc2a2aedcf2cc48468fc17b673d1
 
 def shape_of(name) -> tuple:
     """The image shape of data set ``name`` (MNIST's for any other value, refused later)."""
-    known = isinstance(name, str) and name in REAL
-    return REAL[name if known else "mnist"]["shape"]
+    return REAL[name if isinstance(name, str) and name in REAL else "mnist"]["shape"]
 
 
 @dataclass
@@ -84,8 +82,11 @@ def load(name: str = "mnist", *, limit: int | None = None, verbose: bool = True)
                 data = _synthetic(shape)
             data.name, data.fell_back = f"{data.name} (standing in for {name})", True
             data.notes += [f"Could not load {name} ({reason}).",
-                           f"FELL BACK: using {data.source} instead of {name}; the labels are "
-                           f"{', '.join(data.class_names[:3])}, ..., not {name}'s classes."]
+                           f"FELL BACK: using {data.source} instead of {name}; " + (
+                               "the same ten digits, other images." if name == "mnist"
+                               and "digits" in data.source else
+                               f"the labels are {', '.join(data.class_names[:3])}, ..., not "
+                               f"{name}'s classes.")]
     if limit is not None and limit < len(data.x_train):
         rng = np.random.default_rng(0)
         keep = rng.choice(len(data.x_train), size=limit, replace=False)
@@ -121,16 +122,14 @@ def _try_keras(name: str) -> tuple[ImageData | None, str]:
     if x_train.ndim == 3:
         x_train, x_test = x_train[..., None], x_test[..., None]
     y_train, y_test = (y.reshape(-1).astype("int64") for y in (y_train, y_test))
-    classes = list(REAL[name]["classes"])
-    return ImageData(name, x_train, y_train, x_test, y_test, classes, source), ""
+    return ImageData(name, x_train, y_train, x_test, y_test, [*REAL[name]["classes"]], source), ""
 
 
 def _mnist_without_keras():
     """MNIST from ``mnist.npz``, downloaded once into Keras's cache and checked (SHA-256)."""
-    folder = Path.home() / ".keras" / "datasets"
-    path = folder / "mnist.npz"
+    path = Path.home() / ".keras" / "datasets" / "mnist.npz"
     if not path.exists() or hashlib.sha256(path.read_bytes()).hexdigest() != MNIST_SHA256:
-        folder.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_suffix(".npz.partial")
         with urllib.request.urlopen(MNIST_URL, timeout=20) as response:
             partial.write_bytes(response.read())
@@ -159,21 +158,19 @@ def _digits(shape) -> ImageData:
     inner = (width - 2 * pad_x, height - 2 * pad_y)
     out = np.zeros((len(digits.images), height, width), dtype=np.uint8)
     for i, image in enumerate(digits.images / 16.0):
-        small = Image.fromarray(np.uint8(np.clip(image, 0, 1) * 255))
-        resized = small.resize(inner, Image.Resampling.BILINEAR)
+        resized = Image.fromarray(np.uint8(image * 255)).resize(inner, Image.Resampling.BILINEAR)
         out[i, pad_y : pad_y + inner[1], pad_x : pad_x + inner[0]] = np.asarray(resized)
     images = np.repeat(out[..., None], channels, axis=-1)
-    source = f"scikit-learn's bundled 8x8 digits, resized to {height}x{width}"
-    labels = digits.target.astype("int64")
-    return _split("digits", images, labels, [str(d) for d in range(10)], source)
+    return _split("digits", images, digits.target.astype("int64"), [str(d) for d in range(10)],
+                  f"scikit-learn's bundled 8x8 digits, resized to {height}x{width}")
 
 
-def _synthetic(shape, count: int = 2400) -> ImageData:
+def _synthetic(shape) -> ImageData:
     """Generated images: class k is a bright square at one of 10 positions, plus noise."""
     rng = np.random.default_rng(0)
     height, width, channels = shape
-    labels = rng.integers(0, 10, size=count).astype("int64")
-    images = rng.normal(0.1, 0.05, size=(count, height, width))
+    labels = rng.integers(0, 10, size=2400).astype("int64")
+    images = rng.normal(0.1, 0.05, size=(len(labels), height, width))
     side = max(2, height // 5)
     for i, label in enumerate(labels):
         row, col = divmod(int(label), 5)

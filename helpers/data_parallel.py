@@ -100,8 +100,7 @@ def fit_classifier(strategy, x, y, global_batch: int, epochs: int = 2,
         model = compile_classifier(replica_classifier(x.shape[1:], synchronized=synchronized),
                                    steps_per_execution)
     timer = epoch_timer()
-    # repeated, with steps_per_epoch: one iterator for the whole fit (a new one each epoch took
-    # 0.5-8 s to release on 8 logical CPU replicas, inside the next epoch's time)
+    # one iterator for the whole fit: a new one per epoch took 0.5-8 s to release on 8 CPU replicas
     steps = len(x) // global_batch
     history = model.fit(in_memory_dataset(x, y, global_batch).repeat(), epochs=epochs,
                         steps_per_epoch=steps, verbose=0, callbacks=[timer], shuffle=False)
@@ -135,8 +134,7 @@ def check_parameters(*, tpu, accelerator, logical_devices, global_batch_size, ep
         max_images=(max_images, all_of(integer(64, 10_000_000),
                                        enough_images(global_batch_size, batches=1))),
         use_bfloat16=(use_bfloat16, one_of("auto", True, False)),
-        work_dir=(work_dir, folder()),
-    )
+        work_dir=(work_dir, folder()))
 
 
 def check_batch(global_batch_size, replicas: int):

@@ -32,12 +32,9 @@ class Table:
 
     def _repr_html_(self) -> str:
         head = "".join(f"<th style='text-align:left'>{html.escape(h)}</th>" for h in self.headers)
-        body = "".join(
-            "<tr>"
-            + "".join(f"<td style='text-align:left'>{html.escape(c)}</td>" for c in row)
-            + "</tr>"
-            for row in self.rows
-        )
+        rows = ("".join(f"<td style='text-align:left'>{html.escape(c)}</td>" for c in row)
+                for row in self.rows)
+        body = "".join(f"<tr>{cells}</tr>" for cells in rows)
         caption = f"<caption>{html.escape(self.title)}</caption>" if self.title else ""
         return f"<table>{caption}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 

@@ -95,8 +95,7 @@ class ExerciseNotDone(RuntimeError):
 ONE_LINE_ERRORS: tuple[type[BaseException], ...] = (  # what a notebook shows as its one line
     ParameterError, LateConfigurationError, AcceleratorUnavailable, NoTensorFlowError,
     MemoryBudgetExceeded, ChildOutOfMemory, ChildDied, ChildTimeout, EngineError,
-    RunSettingsChanged, WorkFolderBusy, WorkersRefused, RunUnreadable, ExerciseNotDone,
-)
+    RunSettingsChanged, WorkFolderBusy, WorkersRefused, RunUnreadable, ExerciseNotDone)
 
 
 def _one_line(shell, etype, evalue, tb, tb_offset=None):

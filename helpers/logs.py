@@ -1,6 +1,5 @@
-"""Quiet logs, so that a notebook shows the lesson: TensorFlow's C++ start-up chatter (turned
-down at ``import helpers``, filtered from stderr by :func:`native_noise_filtered`) and warnings a
-learner cannot act on; :func:`import_tensorflow` imports it so, or stops in one line without it."""
+"""Quiet logs: TensorFlow's C++ start-up chatter (turned down at ``import helpers``, filtered by
+:func:`native_noise_filtered`) and warnings learners can't act on (:func:`import_tensorflow`)."""
 
 from __future__ import annotations
 
@@ -22,8 +21,7 @@ from helpers import errors
 
 
 def quiet_native_logs() -> None:
-    """Turn TensorFlow's C++ logging down (INFO and WARNING hidden) before it loads, keeping what
-    the user set (``TF_CPP_MIN_LOG_LEVEL=0`` brings everything back)."""
+    """Hide TensorFlow's C++ INFO and WARNING logs before it loads (a user's own setting wins)."""
     for key, value in (("TF_CPP_MIN_LOG_LEVEL", "2"), ("GRPC_VERBOSITY", "ERROR"),
                        ("GLOG_minloglevel", "2")):
         os.environ.setdefault(key, value)
@@ -37,8 +35,7 @@ NATIVE_NOISE = re.compile(
     # float16 on a CPU without AVX-512: a notice, logged as an error (02 measures its cost)
     r"|E\d{4} [\d:. ]+\d+ util\.cc:\d+\] oneDNN supports DT_HALF only"
     # Grappler declining one rewrite of a graph (it runs the graph unrewritten)
-    r"|E\d{4} [\d:. ]+\d+ meta_optimizer\.cc:\d+\] remapper failed)"
-)
+    r"|E\d{4} [\d:. ]+\d+ meta_optimizer\.cc:\d+\] remapper failed)")
 
 
 def drop_native_noise(text: str) -> str:
@@ -53,12 +50,10 @@ RUN_WITHOUT_TENSORFLOW: tuple[str, ...] = ("09_tpu_keras_jax", "10_tpu_pytorch_x
 def no_tensorflow_message() -> str:
     """What a runtime without TensorFlow lacks, and what to do about it, in one line."""
     names = " or ".join(f"notebooks/{name}.ipynb" for name in RUN_WITHOUT_TENSORFLOW)
-    return (
-        "This runtime has no TensorFlow, which this notebook needs (Colab's TPU runtimes ship "
-        "JAX, Keras and PyTorch/XLA instead): change the runtime type (Colab: Runtime > Change "
-        f"runtime type > CPU or T4 GPU; Kaggle: Settings > Accelerator), or open {names}, which "
-        "run here."
-    )
+    return ("This runtime has no TensorFlow, which this notebook needs (Colab's TPU runtimes ship "
+            "JAX, Keras and PyTorch/XLA instead): change the runtime type (Colab: Runtime > Change "
+            f"runtime type > CPU or T4 GPU; Kaggle: Settings > Accelerator), or open {names}, "
+            "which run here.")
 
 
 _import_seconds: float | None = None  # how long import_tensorflow's import took, once
@@ -70,9 +65,7 @@ def tensorflow_import_seconds() -> float | None:
 
 
 def import_tensorflow():
-    """Import TensorFlow (and Keras) with their start-up notices filtered from stderr, quiet its
-    Python loggers and the warnings learners can't act on, and return it; without TensorFlow,
-    raise :class:`NoTensorFlowError`, shown as one line."""
+    """Import TensorFlow (and Keras) quietly and return it, or raise :class:`NoTensorFlowError`."""
     global _import_seconds
     quiet_native_logs()
     if "tensorflow" in sys.modules:
@@ -101,9 +94,8 @@ def import_tensorflow():
     return tf
 
 
-#: The filter process behind :func:`native_noise_filtered`: it passes on at once each line written
-#: to fd 2 that is not known noise, and the block's noise too when the block fails or the process
-#: dies inside it (then nobody else could). argv: noise pattern, block-end marker, ack fd.
+#: The filter process behind :func:`native_noise_filtered`: passes on each line not noise at once,
+#: the noise too if the block fails or the process dies in it. argv: pattern, block-end, ack fd.
 _FILTER_CODE = r"""
 import os, re, select, signal, sys
 signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -176,7 +168,6 @@ class _NativeFilter:
         except (OSError, ValueError):
             for fd in (read_fd, write_fd, ack_read, ack_write):
                 os.close(fd)
-            self.process = None
             return False
         os.close(read_fd)  # the filter process holds these ends now
         os.close(ack_write)
@@ -197,9 +188,8 @@ class _NativeFilter:
 
     def end_block(self, failed: bool) -> None:
         """Tell the process the block ended, and wait until it has passed everything on."""
-        status = "failed" if failed else "ok"
         with contextlib.suppress(OSError):  # the filter died: nothing to wait for
-            os.write(self.write_fd, f"{_MARKER}{status}\n".encode())
+            os.write(self.write_fd, f"{_MARKER}{'failed' if failed else 'ok'}\n".encode())
             if select.select([self.ack_fd], [], [], 10)[0]:
                 os.read(self.ack_fd, 1)
 
@@ -210,9 +200,8 @@ atexit.register(_FILTER._stop)  # lets it pass on the last lines before the proc
 
 @contextlib.contextmanager
 def native_noise_filtered():
-    """Filter :data:`NATIVE_NOISE` from fd 2 in the block, through ``_FILTER_CODE`` (or a file
-    passed on at the end): real errors show, and the hidden noise too when the block raises or
-    the process dies in it (a crash is never swallowed). Nested blocks share the outer one."""
+    """Filter :data:`NATIVE_NOISE` from fd 2 in the block (``_FILTER_CODE``, or a file read at the
+    end), showing it if the block raises or the process dies in it. Nested blocks share one."""
     with _FILTER.lock:
         outer = _FILTER.depth == 0
         _FILTER.depth += 1

@@ -1,6 +1,5 @@
-"""Every classifier the course trains and times: ``mnist_cnn`` and ``cifar_cnn`` (02, 03, 07),
-``replica_classifier`` (06, 08, 09) and ``scoring_classifier`` (04's image scores). Each ends
-in a float32 layer, numerically safe under a mixed-precision policy."""
+"""Every classifier the course trains and times, each ending in a float32 layer: ``mnist_cnn``,
+``cifar_cnn`` (02, 03, 07), ``replica_classifier`` (06, 08, 09), ``scoring_classifier`` (04)."""
 
 from __future__ import annotations
 
@@ -35,8 +34,7 @@ def cifar_cnn(input_shape=(32, 32, 3), classes: int = 10):
 
 def replica_classifier(shape=(28, 28, 1), classes: int = 10, synchronized: bool = True,
                        dropout: float = 0.0):
-    """A small CNN with batch norm and float32 logits. ``synchronized``: batch-norm statistics
-    over the global batch (all replicas) or per replica."""
+    """A small CNN with batch norm (over all replicas if ``synchronized``) and float32 logits."""
     import keras
     from keras import layers
 

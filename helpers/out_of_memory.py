@@ -1,6 +1,5 @@
-"""Plumbing of notebook 07 (out of memory): training in a child process (whose memory goes
-back to the system when it exits), the largest-batch search, memory readings, and the message
-for a device setting made too late."""
+"""Plumbing of notebook 07 (out of memory): training in a child process (its memory goes back to
+the system as it exits), the largest-batch search, memory readings, the late-setting message."""
 
 from __future__ import annotations
 
@@ -28,8 +27,7 @@ from helpers.params import integer, list_of, one_of, validate
 
 
 def late_error(error: BaseException, asked: str) -> errors.LateConfigurationError:
-    """The course's message for TensorFlow's error when a device setting, ``asked``, comes too
-    late (or is memory growth on top of a limit)."""
+    """The course's message for TensorFlow's error on a device setting, ``asked``, made too late."""
     if "virtual devices configured" in str(error):
         return errors.LateConfigurationError(f"Asked for {asked}, too late. {errors.CANNOT_SWITCH}")
     hint = " For memory growth, you can also start Python with TF_FORCE_GPU_ALLOW_GROWTH=true."
@@ -52,9 +50,7 @@ def _status_mb(key: str) -> float | None:
 
 
 def peak_rss_mb() -> float:
-    """This process's peak resident memory so far, in MiB: Linux's ``VmHWM``, its own high-water
-    mark (``ru_maxrss``, the fallback elsewhere, is inherited across fork: a child would read
-    its parent's size)."""
+    """Peak resident memory in MiB: Linux's ``VmHWM`` (else ``ru_maxrss``, which survives fork)."""
     if (hwm := _status_mb("VmHWM")) is not None:
         return hwm
     maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -81,10 +77,8 @@ class BatchSearch:
 
 def find_max_batch(try_batch: Callable[[int], object], start: int = 8, limit: int = 65536,
                    margin: float = 0.9, multiple: int = 8) -> BatchSearch:
-    """The largest batch for which ``try_batch(batch)`` does not run out of memory: doubling
-    from ``start`` to the first failure (or ``limit``), then bisecting. Only out-of-memory
-    errors (TF's ResourceExhaustedError, a MemoryError) are failures; others are raised.
-    Returns ``margin`` of the largest success, rounded down to a ``multiple``, with every try."""
+    """Double from ``start`` (up to ``limit``), then bisect, to the largest batch ``try_batch`` runs
+    without an OOM (other errors raise); choose ``margin`` of it, down to a ``multiple``."""
     import tensorflow as tf
 
     tries = []
@@ -113,10 +107,8 @@ def find_max_batch(try_batch: Callable[[int], object], start: int = 8, limit: in
 
 
 def child_memory_setup(task: dict) -> str:
-    """The child's first act, before any TensorFlow op: the caller's ``memory_setup(gpus,
-    limit_mb)`` (07's ``set_gpu_memory`` as its cell last defined it, sent as source: a kernel's
-    function cannot be pickled), for memory growth or a hard limit of ``task["gpu_limit_mb"]``
-    on each GPU (a batch over it fails with a real OOM). Says what it set."""
+    """The child's first act: the caller's ``memory_setup(gpus, limit_mb)``, sent as source (07's
+    ``set_gpu_memory`` as last defined), growth or ``task["gpu_limit_mb"]``. Says what it set."""
     import tensorflow as tf
 
     name, source = task["memory_setup"]
@@ -163,9 +155,8 @@ def _child_main(task: dict) -> dict:
 
 
 def _child_entry(target, task, connection, environ) -> None:
-    """The child's side of :func:`run_in_child`: take the caller's environment as it is now (a
-    fork server's child has the server's, from when it started: a ``TF_GPU_ALLOCATOR`` set since
-    would not reach it), run ``target(task)``, send back the result, or the error as one line."""
+    """The child's side of :func:`run_in_child`: take the caller's environment now (a fork server's
+    child has the server's), run ``target(task)``, send back its result or error (one line)."""
     os.environ.clear()
     os.environ.update(environ)
     try:
@@ -180,8 +171,7 @@ def _child_entry(target, task, connection, environ) -> None:
 
 
 def _death(pid: int, exitcode: int | None, what: str) -> Exception:
-    """The error for a child that ended without a reply: SIGKILL is the kernel's
-    out-of-memory killer's signal, so it counts as an out-of-memory try."""
+    """The error for a child that ended without a reply (SIGKILL, the OOM killer's: an OOM)."""
     if exitcode == -signal.SIGKILL:
         error = ChildOutOfMemory(f"the child process ({what}) was killed by SIGKILL without "
                                  "reporting back, as the out-of-memory killer does: counted as "
@@ -201,17 +191,14 @@ def _death(pid: int, exitcode: int | None, what: str) -> Exception:
 
 
 def run_in_child(target, task, timeout: float = 600, what: str = "") -> dict:
-    """``target(task)`` (importable by name) in a fresh process (:func:`processes.context`): its
-    result with the child's ``exit_code`` and ``pid``. A child killed by SIGKILL (the OOM
-    killer) raises :class:`ChildOutOfMemory` the moment it dies, any other death
-    :class:`ChildDied`, no reply within ``timeout`` s :class:`ChildTimeout`; an error inside it
-    comes back as ``RuntimeError`` (or :class:`ChildOutOfMemory`). The child never outlives it."""
+    """``target(task)`` (importable) in a fresh process: its result, with ``exit_code`` and ``pid``.
+    A SIGKILL (the OOM killer) or an OOM error raises ChildOutOfMemory, another death ChildDied, no
+    reply in ``timeout`` s ChildTimeout, another error RuntimeError. No child outlives the call."""
     what = what or getattr(target, "__name__", "child")
     context = processes.context()
     reader, writer = context.Pipe(duplex=False)
-    environ = dict(os.environ)  # the child's, as a new process started now would get it
-    child = context.Process(target=_child_entry, args=(target, task, writer, environ),
-                            daemon=True)
+    child = context.Process(target=_child_entry, daemon=True,  # os.environ: as it is now
+                            args=(target, task, writer, dict(os.environ)))
     child.start()
     writer.close()  # the child holds the only writing end: its death reads as end of file
     reply = None
@@ -253,12 +240,9 @@ def run_in_child(target, task, timeout: float = 600, what: str = "") -> dict:
 def train_in_child(model: str, x, y, batch_size: int, steps: int | None = None,
                    policy: str | None = None, gpu_limit_mb: float | None = None, *,
                    memory_setup) -> dict:
-    """Train ``helpers.models.MODELS[model]`` in a child process and return its history,
-    weights and memory (``step_rss_mb``: how far resident memory rose during training); all its
-    memory goes back to the system when it exits, which ``clear_session`` does not do.
-    ``memory_setup(gpus, limit_mb)`` sets the child's GPU memory before its first op (growth,
-    or a cap of ``gpu_limit_mb`` MiB), sent as its source, so a function defined in a
-    notebook's cell runs as last edited. See :func:`run_in_child` for how a child's end reads."""
+    """Train ``helpers.models.MODELS[model]`` in a child process (:func:`run_in_child`): its
+    history, weights and ``step_rss_mb`` (resident memory's rise), its memory freed as it exits; it
+    first runs ``memory_setup(gpus, limit_mb)`` (growth, or ``gpu_limit_mb``), sent as source."""
     setup = (memory_setup.__name__, textwrap.dedent(inspect.getsource(memory_setup)))
     task = {"model": model, "x": x, "y": y, "batch_size": batch_size, "steps": steps,
             "policy": policy, "gpu_limit_mb": int(gpu_limit_mb) if gpu_limit_mb else None,
@@ -268,17 +252,14 @@ def train_in_child(model: str, x, y, batch_size: int, steps: int | None = None,
 
 def budget_trial(model: str, x, y, budget_mb: float, steps: int = 2, policy: str | None = None,
                  *, memory_setup):
-    """A ``try_batch`` for :func:`find_max_batch`: train ``steps`` steps in a child process
-    (:func:`train_in_child`); fail like an OOM when the memory used exceeds ``budget_mb`` (on
-    the CPU, the growth of resident memory; on a GPU, its peak), or when the child really runs
-    out of memory. On a GPU a finite budget is also the child's hard memory limit, so a batch
-    that does not fit fails with TensorFlow's own ResourceExhaustedError."""
+    """A ``try_batch`` for :func:`find_max_batch`: ``steps`` steps in a child
+    (:func:`train_in_child`) that fail like an OOM past ``budget_mb`` (resident memory's growth on a
+    CPU, a GPU's peak) or in a real OOM; on a GPU a finite budget is also the child's hard limit."""
     limit = budget_mb if np.isfinite(budget_mb) else None
 
     def try_batch(batch: int) -> float:
-        need = max(batch * steps, batch)
-        reps = -(-need // len(x))
-        xs, ys = np.tile(x, (reps,) + (1,) * (x.ndim - 1))[:need], np.tile(y, reps)[:need]
+        need = max(batch * steps, batch)  # the data repeated up to that many examples
+        xs, ys = np.resize(x, (need, *x.shape[1:])), np.resize(y, need)
         result = train_in_child(model, xs, ys, batch, steps=steps, policy=policy,
                                 gpu_limit_mb=limit, memory_setup=memory_setup)
         used = result["gpu_peak_mb"] or result["step_rss_mb"]  # a GPU's own peak where present
@@ -301,5 +282,4 @@ def check_parameters(*, model_name, batch_sizes, memory_limit_mb, budget_mb, max
         memory_limit_mb=(memory_limit_mb, integer(0, gpu_mb)),
         budget_mb=(budget_mb, integer(1, 10_000_000)),
         max_batch=(max_batch, integer(8, 1_000_000)),
-        micro_batch=(micro_batch, integer(1, 65536)),
-    )
+        micro_batch=(micro_batch, integer(1, 65536)))

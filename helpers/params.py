@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
@@ -41,11 +42,7 @@ def number(minimum: float, maximum: float) -> Rule:
     def rule(name: str, value: object) -> object:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise invalid(name, value, allowed)
-        try:
-            finite = math.isfinite(value)  # NaN passes every comparison below
-        except OverflowError:  # an int beyond any float, e.g. 10**400
-            finite = False
-        if not finite:
+        if abs(value) > sys.float_info.max or math.isnan(value):  # infinite, 10**400, or NaN
             raise invalid(name, value, allowed + " (a finite one)")
         if not minimum <= value <= maximum:
             raise invalid(name, value, allowed)
@@ -113,8 +110,7 @@ def list_of(item: Rule, allowed: str) -> Rule:
 
 
 def enough_images(global_batch: object, batches: int = 2) -> Rule:
-    """Allow at least ``batches`` global batches of images (``global_batch``: another parameter's
-    raw value, whose own rule reports it where it is no positive integer)."""
+    """Allow at least ``batches`` global batches of images (``global_batch``: its raw value)."""
 
     def rule(name: str, value: object) -> object:
         least = batches * global_batch if _whole(global_batch) and global_batch >= 1 else 0
@@ -156,8 +152,6 @@ def available_memory() -> int | None:
         for line in f:
             if line.startswith("MemAvailable:"):
                 return int(line.split()[1]) * 1024
-    with contextlib.suppress(AttributeError, OSError, ValueError):
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     return None
 
 
@@ -168,8 +162,7 @@ def fits_in_memory(bytes_each: float, what: str = "images") -> Rule:
         free = available_memory()
         if free is None or not _whole(value):
             return value
-        most = int(free * 0.5 / bytes_each)
-        if value > most:
+        if value > (most := int(free * 0.5 / bytes_each)):
             raise invalid(name, value, f"at most {most:,} {what} on this runtime: they would "
                           f"take about {value * bytes_each / 2**30:.1f} GiB, and it has "
                           f"{free / 2**30:.1f} GiB of memory free (the kernel would be killed)")

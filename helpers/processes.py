@@ -1,8 +1,7 @@
-"""Fresh processes with TensorFlow imported but never started (07's trials, 08's workers),
-forked by a fork server that imported :data:`PRELOAD` once (:func:`context`), or, for children
-that listen on ports, by a :class:`Host` in a network namespace whose only interface is loopback.
-A module that starts children registers its ``atexit`` hook after importing this one, so that it
-ends them before ``multiprocessing`` waits for them."""
+"""Fresh processes with TensorFlow imported but never started (07's trials, 08's workers), forked
+by a fork server that imported :data:`PRELOAD` (:func:`context`), or, for children that listen on
+ports, by a :class:`Host` in a network namespace whose only interface is loopback. A module that
+ends children at exit imports this first: its hook then runs before multiprocessing joins them."""
 
 from __future__ import annotations
 
@@ -42,10 +41,8 @@ def context():
 
 
 def start_script(script, args: list[str], env: dict[str, str], log) -> multiprocessing.Process:
-    """Start ``python script *args`` in a child (:func:`context`) with exactly ``env``, its
-    output in the file ``log``, in a process group of its own (killing it ends all it started)."""
-    child = context().Process(target=_run_script, args=(str(script), list(args), dict(env),
-                                                        str(log)), daemon=False)
+    """``python script *args`` in a child with just ``env``, output in ``log``, in its own group."""
+    child = context().Process(target=_run_script, args=(str(script), [*args], {**env}, str(log)))
     child.start()
     return child
 
@@ -65,8 +62,7 @@ def _run_script(script: str, args: list[str], env: dict[str, str], log: str) -> 
 
 
 def follow_launcher(interval_s: float = 1.0) -> None:
-    """In a child (08's workers, 04's training process): SIGKILL this process (and its group)
-    as soon as its launcher (:data:`LAUNCHER_ENV`) is gone."""
+    """In a child: SIGKILL it (and its group) once its launcher (:data:`LAUNCHER_ENV`) is gone."""
     launcher = os.environ.get(LAUNCHER_ENV)
     if not launcher:
         return
@@ -91,12 +87,8 @@ def follow_launcher(interval_s: float = 1.0) -> None:
     threading.Thread(target=watch, name="follow-launcher", daemon=True).start()
 
 
-# -- a host for children that listen on ports ----------------------------------------------------
-
-#: unshare(2)'s flags: a user namespace (needs no privilege), and a network namespace in it
-_CLONE_NEWUSER, _CLONE_NEWNET = 0x10000000, 0x40000000
-#: ioctl(2) requests on an interface's flags, and the flag that brings it up (Linux)
-_SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
+_CLONE_NEWUSER, _CLONE_NEWNET = 0x10000000, 0x40000000  # unshare(2): user, network namespaces
+_SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1  # ioctl(2) on a link's flags; up
 
 
 def enter_own_network() -> str | None:
@@ -104,8 +96,7 @@ def enter_own_network() -> str | None:
     loopback up: None when done, and its only interface is loopback; else why not."""
     uid, gid = os.getuid(), os.getgid()
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNET) != 0:
+        if ctypes.CDLL(None, use_errno=True).unshare(_CLONE_NEWUSER | _CLONE_NEWNET) != 0:
             return f"this machine refuses a network namespace ({os.strerror(ctypes.get_errno())})"
         for name, text in (("uid_map", f"{uid} {uid} 1"), ("setgroups", "deny"),
                            ("gid_map", f"{gid} {gid} 1")):

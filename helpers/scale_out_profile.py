@@ -1,8 +1,5 @@
-"""Plumbing of notebook 08: the replica devices (several GPUs, one GPU split, or the CPU
-split); :func:`run_cluster`, which runs 08's ``worker.py`` once per worker where no other
-machine reaches their ports (:func:`exposure`), restarts the cluster from the chief's newest
-checkpoint when a worker dies, and lets no worker outlive it; and :func:`read_trace`, which
-reads the profiler's ``.xplane.pb`` without TensorBoard's profile plugin."""
+"""Plumbing of notebook 08: replica devices; :func:`run_cluster` (workers no other machine can
+reach, restarted from the newest checkpoint when one dies); :func:`read_trace` (no TensorBoard)."""
 
 from __future__ import annotations
 
@@ -25,7 +22,6 @@ import numpy as np
 from helpers import devices, processes
 from helpers import params as rules
 from helpers.data_parallel import batch_rule
-from helpers.devices import split_cpu
 from helpers.errors import ChildTimeout, LateConfigurationError, WorkersRefused, too_late
 from helpers.timing import steady_state
 
@@ -44,33 +40,31 @@ def replica_counts(largest: int) -> list[int]:
 
 
 def replica_devices(count: int) -> ReplicaDevices:
-    """Devices for up to ``count`` replicas, set before TensorFlow's first op: several GPUs as
-    they are; one GPU split into ``count`` logical GPUs (80% of its memory shared out, at most
-    2 GiB each); else the CPU split into ``count`` logical devices."""
+    """Devices for ``count`` replicas, set before TensorFlow's first op: several GPUs as they
+    are, else one GPU split (80% of its memory, at most 2 GiB each), else the CPU split."""
     import tensorflow as tf
 
     gpus = tf.config.list_physical_devices("GPU")
     if not gpus:
-        split_cpu(count)
+        devices.split_cpu(count)
         names = [d.name for d in tf.config.list_logical_devices("CPU")]
         return ReplicaDevices("cpu", names, f"CPU split into {count} logical devices", True)
     if len(gpus) > 1:
         for gpu in gpus:  # take only what training needs: local workers want GPUs later
             with contextlib.suppress(RuntimeError):  # already started: keep what is set
                 tf.config.experimental.set_memory_growth(gpu, True)
-    else:
-        total = devices.list_gpus()[0].memory_mib or 8192  # nvidia-smi's figure, where it answers
-        size_mb = min(2048, int(0.8 * total / count))
-        config = [tf.config.LogicalDeviceConfiguration(memory_limit=size_mb)] * count
-        try:
-            tf.config.set_logical_device_configuration(gpus[0], config)
-        except RuntimeError:
-            if (have := len(tf.config.list_logical_devices("GPU"))) != count:
-                raise LateConfigurationError(too_late(
-                    f"{count} logical GPUs", f"TensorFlow already started with {have}")) from None
-    names = [d.name for d in tf.config.list_logical_devices("GPU")]
-    if len(gpus) > 1:
+        names = [d.name for d in tf.config.list_logical_devices("GPU")]
         return ReplicaDevices("gpu", names, f"{len(names)} GPUs", False)
+    total = devices.list_gpus()[0].memory_mib or 8192  # nvidia-smi's figure, where it answers
+    size_mb = min(2048, int(0.8 * total / count))
+    config = [tf.config.LogicalDeviceConfiguration(memory_limit=size_mb)] * count
+    try:
+        tf.config.set_logical_device_configuration(gpus[0], config)
+    except RuntimeError:
+        if (have := len(tf.config.list_logical_devices("GPU"))) != count:
+            raise LateConfigurationError(too_late(
+                f"{count} logical GPUs", f"TensorFlow already started with {have}")) from None
+    names = [d.name for d in tf.config.list_logical_devices("GPU")]
     split = f"GPU split into {count} logical GPUs of {size_mb} MB"
     return ReplicaDevices("gpu", names, split, True)
 
@@ -82,7 +76,7 @@ def plot(rows: list[dict], description: str):
     counts = [r["replicas"] for r in rows]
     measured = [r["images_per_s"] for r in rows]
     ideal = [measured[0] * c / counts[0] for c in counts]
-    fig, ax = plt.subplots(figsize=(6, 3.5))
+    fig, ax = plt.subplots(figsize=(6, 3.5), layout="tight")
     ax.plot(counts, measured, "o-", label="measured")
     ax.plot(counts, ideal, "--", color="gray", label="perfect scaling")
     ax.set_xscale("log", base=2)
@@ -90,7 +84,6 @@ def plot(rows: list[dict], description: str):
     ax.set(xlabel="replicas", ylabel="training images/s")
     ax.set_title(f"MirroredStrategy on {description}", fontsize=10)
     ax.legend()
-    fig.tight_layout()
     return fig
 
 
@@ -153,8 +146,7 @@ class ClusterResult:
 
 
 def outside_addresses() -> list[str]:
-    """This machine's addresses that are not loopback, where others may reach its ports (an
-    interface whose address cannot be read counts by its name)."""
+    """This machine's non-loopback addresses (or interface names), where others may reach it."""
     import fcntl  # POSIX only, as in helpers.workdirs
 
     found, names, inet6 = set(), set(), Path("/proc/net/if_inet6")
@@ -173,10 +165,9 @@ def outside_addresses() -> list[str]:
 
 
 #: Why local workers must be kept from other machines (notebook 08 says it in prose too)
-LISTENS_EVERYWHERE = (
-    "TensorFlow's workers listen on every interface whatever host TF_CONFIG names, and take "
-    "operations that read and write files from whoever reaches their ports"
-)
+LISTENS_EVERYWHERE = ("TensorFlow's workers listen on every interface whatever host TF_CONFIG "
+                      "names, and take operations that read and write files from whoever "
+                      "reaches their ports")
 _HOST: processes.Host | None = None  # this kernel's host of workers, made at the first cluster
 
 
@@ -189,9 +180,8 @@ def _workers_host() -> processes.Host:
 
 
 def exposure(open_ports: bool) -> str:
-    """Who can reach the workers' ports, as a sentence; :class:`~helpers.errors.WorkersRefused`
-    where others could and not ``open_ports``. Decided by facts (the host's network namespace,
-    this machine's addresses), never by what platform this says it is."""
+    """Who can reach the workers' ports, as a sentence, decided by facts (the host's namespace,
+    this machine's addresses); :class:`WorkersRefused` where others could, unless ``open_ports``."""
     host = _workers_host()
     if host.isolated:
         return ("The workers run in a network namespace of their own, whose only interface is "
@@ -203,10 +193,9 @@ def exposure(open_ports: bool) -> str:
     if open_ports:
         return (f"{LISTENS_EVERYWHERE}; here {host.refused}, so others may reach them at "
                 f"{shown}: open_ports=True accepts that; keep them out with a firewall.")
-    raise WorkersRefused(
-        f"The workers were not started: {LISTENS_EVERYWHERE}; here {host.refused}, and this "
-        f"machine can be reached at {shown}. Set open_ports=True once a firewall keeps others out."
-    )
+    raise WorkersRefused(f"The workers were not started: {LISTENS_EVERYWHERE}; here "
+                         f"{host.refused}, and this machine can be reached at {shown}. Set "
+                         "open_ports=True once a firewall keeps others out.")
 
 
 def workers_may_start(open_ports: bool) -> bool:
@@ -228,8 +217,7 @@ def worker_devices(workers: int, gpus: int) -> tuple[list[str], str]:
 
 
 def write_data(work_dir, x, y) -> Path:
-    """Save the training arrays once where every worker reads them (a shared disk on real
-    machines)."""
+    """Save the training arrays once where every worker reads them (on machines: a shared disk)."""
     path = Path(work_dir) / DATA_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     np.savez(path, x=x, y=y)
@@ -245,16 +233,14 @@ def report_step(work_dir, attempt: int, step: int, loss: float, seconds: float) 
 
 def run_cluster(job: Job, work_dir, script=None, *, tf_config, max_restarts: int = 2,
                 timeout_s: float = 600.0, progress=None, open_ports: bool = False) -> ClusterResult:
-    """Run ``python script JOB_FILE`` (default script: ``work_dir/worker.py``) in ``job.workers``
-    processes, worker ``i`` with ``TF_CONFIG`` ``tf_config(addresses, i)``, forked by this
-    kernel's :class:`~helpers.processes.Host` (or refused: :func:`exposure`). A dead worker
-    restarts the whole cluster (``max_restarts`` times at most) from the newest checkpoint in
-    ``work_dir``, as a second call does; ``progress(attempt, step, loss)`` hears the chief's
-    steps; an attempt past ``timeout_s`` raises :class:`~helpers.errors.ChildTimeout`."""
+    """Run ``python script JOB_FILE`` (default: ``work_dir/worker.py``) in ``job.workers``
+    processes, worker ``i`` with ``TF_CONFIG`` ``tf_config(addresses, i)``, forked by this kernel's
+    :class:`~helpers.processes.Host` (or refused: :func:`exposure`). A dead worker restarts the
+    cluster (at most ``max_restarts`` times) from the newest checkpoint, as a second call does;
+    ``progress(attempt, step, loss)`` hears the chief; past ``timeout_s``: ChildTimeout."""
     exposure(open_ports)  # before anything starts: one line naming open_ports
     host = _workers_host()
-    start, ports = (host.start_script, host.free_ports) if host.isolated else (
-        processes.start_script, processes.free_ports)
+    forker = host if host.isolated else processes  # both have start_script and free_ports
     work = Path(work_dir).resolve()
     script = Path(script or work / WORKER_FILE).resolve()
     if not (work / DATA_FILE).exists():
@@ -271,23 +257,21 @@ def run_cluster(job: Job, work_dir, script=None, *, tf_config, max_restarts: int
         (work / JOB_FILE).write_text(json.dumps(spec))
         resumed_from = _latest_step(work / "checkpoints")
         began = time.perf_counter()
-        addresses = [f"localhost:{port}" for port in ports(len(visible))]
-        codes, timed_out = _launch(
-            work, script, visible, number, timeout_s, progress, tf_config, addresses, start)
+        addresses = [f"localhost:{port}" for port in forker.free_ports(len(visible))]
+        codes, timed_out = _launch(work, script, visible, number, timeout_s, progress, tf_config,
+                                   addresses, forker.start_script)
         attempts.append(Attempt(number, resumed_from, codes, time.perf_counter() - began))
         if timed_out:
-            raise ChildTimeout(
-                f"the cluster timed out after {timeout_s:.0f} s (attempt {number + 1} of "
-                f"{max_restarts + 1}), so it was stopped and not started again; its logs are "
-                f"in {work}")
+            raise ChildTimeout(f"the cluster timed out after {timeout_s:.0f} s (attempt "
+                               f"{number + 1} of {max_restarts + 1}), so it was stopped and not "
+                               f"started again; its logs are in {work}")
         if attempts[-1].ok:
             break
     seconds = time.perf_counter() - began_all
     if not attempts[-1].ok:
         last = (work / f"worker{len(visible) - 1}_attempt{number}.log").read_text()
-        raise RuntimeError(
-            f"the cluster failed {len(attempts)} times; exit codes {attempts[-1].exit_codes}; "
-            f"last log lines:\n{last[-2000:]}")
+        raise RuntimeError(f"the cluster failed {len(attempts)} times; exit codes "
+                           f"{attempts[-1].exit_codes}; last log lines:\n{last[-2000:]}")
     losses, step_seconds = _read_progress(work / PROGRESS_FILE, attempts[-1].number)
     return ClusterResult(job.global_batch, attempts, losses, step_seconds, seconds, device)
 
@@ -298,14 +282,12 @@ def _latest_step(directory: Path) -> int:
     return max(steps, default=0)
 
 
-#: the workers of this process that may still run; ended at exit whatever happens
-_LIVE: set = set()
+_LIVE: set = set()  # the workers of this process that may still run: ended at exit
 
 
 def _launch(work: Path, script: Path, visible: list[str], attempt: int, timeout_s: float, progress,
-            tf_config, addresses: list[str], start):
-    """Start every worker with ``start``; stop them all as soon as one fails or the time is up,
-    and on any exit from here. Returns exit codes, and whether the time ran out."""
+            tf_config, addresses: list[str], start) -> tuple[list[int], bool]:
+    """Run the workers: (exit codes, timed out); all stop once one fails, time is up, or on exit."""
     workers, timed_out = [], False
     try:
         for index, cuda_devices in enumerate(visible):
@@ -315,9 +297,7 @@ def _launch(work: Path, script: Path, visible: list[str], attempt: int, timeout_
             # the workers import helpers from wherever this process did
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_ROOT, env.get("PYTHONPATH")]))
             log = work / f"worker{index}_attempt{attempt}.log"
-            # in a process group of its own: stopping it stops whatever it started, and the
-            # notebook's interrupt stays with the kernel
-            process = start(script, [str(work / JOB_FILE)], env, log)
+            process = start(script, [str(work / JOB_FILE)], env, log)  # in a group of its own
             _LIVE.add(process)
             workers.append(process)
         deadline, seen = time.monotonic() + timeout_s, 0
@@ -338,8 +318,7 @@ def _launch(work: Path, script: Path, visible: list[str], attempt: int, timeout_
 
 
 def _stop(workers) -> None:
-    """SIGKILL each running worker's process group (SIGTERM would read as a preemption notice,
-    which the strategy waits on)."""
+    """SIGKILL each running worker's process group (SIGTERM reads as a preemption notice)."""
     for p in workers:
         if p.exitcode is None:
             try:
@@ -374,18 +353,16 @@ def _read_progress(path: Path, last_attempt: int):
     losses, step_seconds, earlier = {}, [], []
     for record in _read_lines(path):
         losses[record["step"]] = record["loss"]
-        mine = record["attempt"] == last_attempt
-        (step_seconds if mine else earlier).append(record["seconds"])
+        (step_seconds if record["attempt"] == last_attempt else earlier).append(record["seconds"])
     # the last attempt's steps after its first (which traces); else (nothing left) the earlier
     return dict(sorted(losses.items())), step_seconds[1:] or step_seconds or earlier[1:]
 
 
 def plot_recovery(recovered: ClusterResult, reference: ClusterResult, kill_step: int):
-    """The loss of a run that lost a worker, over the uninterrupted run's, with the kill and
-    the checkpoint it resumed from marked."""
+    """The loss of a run that lost a worker over the uninterrupted run's, kill and resume marked."""
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 3.5))
+    fig, ax = plt.subplots(figsize=(7, 3.5), layout="tight")
     ax.plot(list(reference.losses), list(reference.losses.values()), label="uninterrupted")
     ax.plot(list(recovered.losses), list(recovered.losses.values()), "--", label="with a restart")
     ax.axvline(kill_step, color="red", linestyle=":", label=f"worker killed (step {kill_step})")
@@ -394,7 +371,6 @@ def plot_recovery(recovered: ClusterResult, reference: ClusterResult, kill_step:
     ax.set(xlabel="step", ylabel="training loss",
            title="A lost worker costs the steps since the checkpoint")
     ax.legend()
-    fig.tight_layout()
     return fig
 
 
@@ -438,11 +414,9 @@ class TraceSummary:
 
 
 def trace_file(logdir, since: float) -> Path:
-    """The ``.xplane.pb`` a capture into ``logdir`` that began at ``since`` (``time.time()``)
-    wrote, by when it was written (a capture in the same second rewrites the same file)."""
+    """The newest ``.xplane.pb`` under ``logdir`` written since ``since`` (``time.time()``)."""
     files = Path(logdir).glob("plugins/profile/*/*.xplane.pb")
-    new = [p for p in files if p.stat().st_mtime >= since]
-    if not new:
+    if not (new := [p for p in files if p.stat().st_mtime >= since]):
         raise RuntimeError(f"the profiler wrote no trace under {logdir}")
     return max(new, key=lambda p: p.stat().st_mtime)
 
@@ -451,8 +425,7 @@ def read_trace(path) -> TraceSummary:
     """Summarise the steps ``capture`` (notebook 08) marked in the trace at ``path``."""
     from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
-    space = xplane_pb2.XSpace()
-    space.ParseFromString(Path(path).read_bytes())
+    space = xplane_pb2.XSpace.FromString(Path(path).read_bytes())
     host = next(p for p in space.planes if p.name == "/host:CPU")
     steps = sorted((start, end) for start, end, *_ in _events(host, STEP_NAME.__eq__))
     if not steps:
@@ -478,19 +451,15 @@ def read_trace(path) -> TraceSummary:
     ops = [OpTime(kind, name, ps / 1e9, count) for (kind, name), (ps, count) in totals.items()]
     step_ps = sum(end - start for start, end in steps)
     waits = [(start, end) for start, end, *_ in _events(host, INPUT_EVENTS.__contains__)]
-    return TraceSummary(
-        device=plane.name,
-        step_ms=[(end - start) / 1e9 for start, end in steps],
-        ops=sorted(ops, key=lambda op: op.ms, reverse=True),
-        input_share=_overlap(_union(waits), steps) / step_ps,
-        idle_share=max(0.0, 1 - _overlap(_union(spans), steps) / step_ps),
-        path=Path(path),
-    )
+    return TraceSummary(device=plane.name, step_ms=[(end - start) / 1e9 for start, end in steps],
+                        ops=sorted(ops, key=lambda op: op.ms, reverse=True),
+                        input_share=_overlap(_union(waits), steps) / step_ps,
+                        idle_share=max(0.0, 1 - _overlap(_union(spans), steps) / step_ps),
+                        path=Path(path))
 
 
 def _events(plane, wanted, lines=None):
-    """``(start, end, name, event)``, in ps, of each event on ``lines`` (default: all of the
-    plane's) whose name ``wanted`` accepts."""
+    """``(start, end, name, event)`` in ps of each event on ``lines`` (or all) ``wanted`` takes."""
     names = {key: meta.name for key, meta in plane.event_metadata.items()}
     for line in plane.lines if lines is None else lines:
         base = line.timestamp_ns * 1000
@@ -537,7 +506,6 @@ def _overlap(intervals, steps) -> int:
                for start, end in intervals for step_start, step_end in steps)
 
 
-
 def check_parameters(*, replicas, per_replica_batch, scaling_epochs, max_images, workers,
                      global_batch_size, worker_steps, checkpoint_every, kill_at_step,
                      profile_steps, decode_ms, work_dir, open_ports):
@@ -559,5 +527,4 @@ def check_parameters(*, replicas, per_replica_batch, scaling_epochs, max_images,
         profile_steps=(profile_steps, rules.integer(1, 1000)),
         decode_ms=(decode_ms, rules.number(0, 1000)),
         work_dir=(work_dir, rules.folder()),
-        open_ports=(open_ports, rules.boolean()),
-    )
+        open_ports=(open_ports, rules.boolean()))

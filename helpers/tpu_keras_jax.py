@@ -1,7 +1,5 @@
-"""Plumbing of notebook 09 (TPUs with Keras 3 on JAX; the lesson is its cells): the engine check,
-parameter checks, the device line and the 1-versus-N table. No TensorFlow (Colab's TPU runtimes
-lack it); Keras and JAX are imported in the functions, after the notebook's first cell.
-"""
+"""Plumbing of notebook 09 (TPUs with Keras 3 on JAX): the engine check, parameter checks, the
+device line, the 1-versus-N table. No TensorFlow; Keras and JAX are imported in the functions."""
 
 from __future__ import annotations
 
@@ -14,8 +12,7 @@ from helpers.params import all_of, boolean, enough_images, integer, validate
 
 
 def require_jax_backend() -> None:
-    """Raise :class:`EngineError` (one line) unless Keras runs on JAX in this kernel: Keras reads
-    ``KERAS_BACKEND`` once, at its first import, and keeps that backend until a restart."""
+    """Raise :class:`EngineError` unless Keras runs on JAX here (it reads KERAS_BACKEND once)."""
     keras = sys.modules.get("keras")
     backend = keras.backend.backend() if keras else os.environ.get("KERAS_BACKEND", "")
     if backend != "jax":
@@ -53,5 +50,4 @@ def check_parameters(*, global_batch_size, epochs, steps_per_execution, gan_step
         gan_steps=(gan_steps, integer(2, 100_000)),
         max_images=(max_images, all_of(integer(64, 10_000_000),
                                        enough_images(global_batch_size))),
-        use_bfloat16=(use_bfloat16, boolean()),
-    )
+        use_bfloat16=(use_bfloat16, boolean()))

@@ -1,7 +1,5 @@
-"""Plumbing of notebook 10 (TPUs with PyTorch/XLA; the lesson is its cells): parameter checks,
-the device line, the run's checkpoint files, the 1-versus-N table, the old posts' calls probed
-here. No TensorFlow; torch_xla is imported in the functions, after the notebook's first cell.
-"""
+"""Plumbing of notebook 10 (TPUs with PyTorch/XLA): parameter checks, the device line, the run's
+checkpoints, 1-versus-N table and old posts' calls. No TensorFlow; functions import torch_xla."""
 
 from __future__ import annotations
 
@@ -53,8 +51,7 @@ def keep_newest(run: Path, keep: int = 3, upto: int | None = None) -> list[Path]
 
 
 def none_unreadable(run: Path) -> None:
-    """Raise :class:`RunUnreadable` (one line, nothing deleted) if ``run`` holds checkpoints
-    and none of them could be read: a new run there would bury them."""
+    """Raise :class:`RunUnreadable` if ``run`` holds checkpoints and none could be read."""
     if found := checkpoints(run):
         raise RunUnreadable(f"{run} holds {len(found)} checkpoint(s) and none could be read "
                             f"(newest: {found[-1].name}); nothing was deleted. Use another "
@@ -97,8 +94,7 @@ def old_and_new() -> list[list[str]]:
         ["DataLoader(num_workers=0) as a rule; one IterableDataset per core (get_ordinal)",
          "one DataLoader for the global batch, MpDeviceLoader(input_sharding=...) splits it; "
          "num_workers where the host has work per batch", "the loader above"],
-        ["xm.master_print(...)", "print(...): SPMD runs one process", "the prints above"],
-    ]
+        ["xm.master_print(...)", "print(...): SPMD runs one process", "the prints above"]]
 
 
 def check_parameters(*, global_batch_size, steps, checkpoint_every, max_images, use_bfloat16,
@@ -106,14 +102,12 @@ def check_parameters(*, global_batch_size, steps, checkpoint_every, max_images, 
     """Notebook 10's parameters, checked before any work: one line names a wrong one."""
     import torch_xla.runtime as xr
 
-    devices_here = xr.global_runtime_device_count()  # chips, or simulated CPU devices
     return validate(
-        global_batch_size=(global_batch_size, batch_rule(devices_here)),
+        global_batch_size=(global_batch_size, batch_rule(xr.global_runtime_device_count())),
         steps=(steps, integer(3, 1_000_000)),
         checkpoint_every=(checkpoint_every, integer(1, 1_000_000)),
         max_images=(max_images, all_of(integer(64, 10_000_000),
                                        enough_images(global_batch_size))),
         use_bfloat16=(use_bfloat16, boolean()),
         run_dir=(run_dir, folder()),
-        fresh_start=(fresh_start, boolean()),
-    )
+        fresh_start=(fresh_start, boolean()))

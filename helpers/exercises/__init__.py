@@ -1,9 +1,7 @@
 """Exercises that check themselves: a cell the learner completes (``# Exercise NN.k: title``,
 placeholders ``...``), then ``exercises.check("NN.k", <what it defined>)``, which never raises: it
-shows one line, "right" with what that proves, or "not yet" with what is wrong and, after an
-attempt, a hint; and leaves a record (``EXERCISE_MIME``). Each notebook's checks live in
-``nbNN.py``, registered with :func:`exercise`, with the stand-ins for a device defined here.
-"""
+shows "right" and what that proves, or "not yet", what is wrong and, after an attempt, a hint, and
+records it (``EXERCISE_MIME``). Checks are in ``nbNN.py``, device stand-ins here."""
 
 from __future__ import annotations
 
@@ -44,8 +42,7 @@ REGISTRY: dict[str, Exercise] = {}
 
 
 def exercise(id: str, title: str, *, hint: str, right: str):
-    """Register a check: it returns None when the answer is right, else a sentence saying what
-    is wrong, or raises :class:`NotDone`."""
+    """Register a check: it returns None if the answer is right, else what is wrong (or NotDone)."""
 
     def register(check: Callable[..., str | None]) -> Callable[..., str | None]:
         if id in REGISTRY:
@@ -85,8 +82,7 @@ def wait_until(moment: float) -> None:
 
 
 class Pending:
-    """A stand-in for a result on a device: its value reaches Python only through ``_read()``,
-    which each subclass defines (to wait, or to record the read)."""
+    """A stand-in for a result on a device: its value reaches Python only through ``_read()``."""
 
     def numpy(self):
         return np.float32(self._read())
@@ -109,10 +105,9 @@ class Pending:
 
 
 class Device:
-    """A stand-in accelerator with a queue. Each :meth:`call` queues work (``costs[n]`` seconds
-    for the n-th, else ``work_s``; the first also spends ``trace_s`` tracing, on the host) and
-    returns at once a result worth ``1 / n``. Reading a result, or :meth:`sync`, waits until all
-    the queued work is done; ``waits`` holds the number of calls at each wait."""
+    """A stand-in accelerator with a queue: the n-th :meth:`call` queues ``costs[n]`` (else
+    ``work_s``) s of work, the first after ``trace_s`` s of tracing, and returns at once a result
+    worth ``1 / n``. Reading one, or :meth:`sync`, waits for all; ``waits``: calls at each."""
 
     def __init__(self, work_s=0.0, trace_s=0.0, costs: dict[int, float] | None = None):
         self.work_s, self.trace_s, self.costs = work_s, trace_s, costs or {}
@@ -162,8 +157,7 @@ class Verdict:
         return {
             "text/plain": line,
             "text/html": f'<p style="color:{colour};font-weight:500">{html.escape(line)}</p>',
-            EXERCISE_MIME: {"exercise": self.exercise, "passed": self.passed},
-        }
+            EXERCISE_MIME: {"exercise": self.exercise, "passed": self.passed}}
 
     def __repr__(self) -> str:
         return self.line()
@@ -185,8 +179,7 @@ def load_checks() -> dict[str, Exercise]:
 
 
 def check(exercise_id: str, *answer, **named) -> Verdict:
-    """Check exercise ``exercise_id`` against what the learner defined, show the verdict (one
-    line) and return it. Never raises for a wrong or unfinished answer."""
+    """Check exercise ``exercise_id``, show and return the verdict; a wrong answer never raises."""
     checks = load_checks()
     if exercise_id not in checks:
         raise KeyError(f"no exercise {exercise_id!r}; the course has {sorted(checks)}")

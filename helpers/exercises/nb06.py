@@ -58,10 +58,9 @@ def global_loss(fn, strategy) -> str | None:
 
 
 @exercise("06.2", "write the input function that shards by InputContext",
-          hint="Read the input context as `tfrecord_input_fn` does: which of its fields say "
-               "how many pipelines there are and which one this is, and which gives the "
-               "per-replica batch size? Shard the examples, not the replicas, and keep full "
-               "batches only.",
+          hint="Read the input context as `tfrecord_input_fn` does: which of its fields say how "
+               "many pipelines there are and which one this is, and which gives the per-replica "
+               "batch size? Shard the examples, not the replicas, and keep full batches only.",
           right="Every input pipeline read its own share of the examples, each example exactly "
                 "once, in full batches of the per-replica size: what "
                 "`distribute_datasets_from_function` expects from each machine.")
@@ -103,11 +102,10 @@ def array_input_fn(make) -> str | None:
                     return f"With {where}, the images and labels of a batch do not match."
                 seen += [int(v) for v in labels.numpy()]
         if twice := sorted({v for v in seen if seen.count(v) > 1}):
-            return (f"With {where}, example {twice[0]} is read more than once ({len(twice)} "
-                    "such): each pipeline must read only its share (`shard` by "
-                    "`num_input_pipelines` and `input_pipeline_id`), once (no `repeat`); a "
-                    "`shuffle` before the `shard` also does it, as each pipeline shuffles "
-                    "differently: shard first.")
+            return (f"With {where}, example {twice[0]} is read more than once ({len(twice)} such): "
+                    "each pipeline must read only its share (`shard` by `num_input_pipelines` and "
+                    "`input_pipeline_id`), once (no `repeat`); a `shuffle` before the `shard` also "
+                    "does it, as each pipeline shuffles differently: shard first.")
         missed = sorted(set(range(count)) - set(seen))
         if len(missed) > pipelines * (per_replica - 1):  # more than each share's remainder
             return (f"With {where}, {len(missed)} of the {count} examples are never read "

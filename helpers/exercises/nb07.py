@@ -11,8 +11,7 @@ from helpers.exercises import exercise, is_number, require
 
 
 class _Budget:
-    """A stand-in for "does a step at this batch size fit": every batch up to ``largest`` does.
-    It records each try, as each real one costs a child process (and maybe an OOM)."""
+    """A stand-in for "does a step at this batch size fit": up to ``largest``; it records tries."""
 
     def __init__(self, largest: int):
         self.largest, self.calls = largest, []
@@ -117,8 +116,7 @@ def train_accumulated(fn) -> str | None:
         if same(weights):
             return ("The model's weights did not change: apply the mean gradient every k "
                     "micro-batches.")
-        updates = int(optimizer.iterations.numpy())
-        if updates == 8 or same(reference("every")):
+        if (updates := int(optimizer.iterations.numpy())) == 8 or same(reference("every")):
             return (f"It updated the weights {updates} times for 8 micro-batches with k={k}: "
                     "one update per k micro-batches, not one per micro-batch.")
         if same(reference("sum")):

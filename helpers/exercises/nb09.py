@@ -51,8 +51,7 @@ def classifier_step(fn) -> str | None:
                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     # a sample weight given: under a distribution (notebook 09 sets one) Keras cannot place None
     want_loss = float(ours.train_on_batch(x, y, sample_weight=np.ones(len(y), "float32")))
-    if not np.isclose(float(np.asarray(loss)), want_loss, rtol=1e-4):
-        loss = float(np.asarray(loss))
+    if not np.isclose(loss := float(np.asarray(loss)), want_loss, rtol=1e-4):
         return (f"Your loss is {loss:.5g}, Keras's {want_loss:.5g}: the mean sparse categorical "
                 "cross-entropy on logits (from_logits=True), before the update.")
     for name, got, want, advice in (
