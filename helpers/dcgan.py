@@ -1,25 +1,23 @@
-"""Plumbing of notebook 04 (DCGAN), reused by 06 and 09: precision and XLA per device, the run's
-files and session share, an offline scorer, and Keras's batch norm and dropout made faster."""
+"""Plumbing of notebook 04 (DCGAN), reused by 05, 06 and 09: precision and XLA per device, a
+run's history, grids and plots, an offline scorer, and faster batch norm and dropout layers."""
 
 from __future__ import annotations
 
 import functools
 import json
 import os
-import re
-import time
 import warnings
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
-from PIL import Image
+from PIL import Image, ImageDraw
 
-from helpers import data, workdirs
-from helpers.devices import detect_platform, mixed_policy_for
+from helpers import data
+from helpers.devices import mixed_policy_for
+from helpers.display import Table
 from helpers.errors import invalid
 from helpers.models import scoring_classifier
-from helpers.params import all_of, boolean, check, folder, integer, number, one_of, validate
+from helpers.params import all_of, check, folder, integer, one_of, validate
 
 LAZY = ("FusedBatchNormalization", "HalfWordDropout")  # the layers, made by __getattr__
 KERAS_OWN = "Keras's own ops"
@@ -58,6 +56,11 @@ def architecture_rule(shape):
     return all_of(one_of(*fits), check(lambda value: fits[value], misfit))
 
 
+def fixed_noise(noise_dim: int = 100) -> np.ndarray:
+    """The 16 noise vectors every grid of a run draws from (a History's ``fixed_noise``)."""
+    return np.random.default_rng(1234).standard_normal((16, noise_dim)).astype("float32")
+
+
 class History:
     """A run's losses, epoch rows and grids in ``directory``, loaded up to a restored step."""
 
@@ -65,9 +68,8 @@ class History:
         self.directory = Path(directory)
         (self.directory / "grids").mkdir(parents=True, exist_ok=True)
         self.scorer = scorer
-        rng = np.random.default_rng(1234)
-        self.fixed_noise = rng.standard_normal((16, noise_dim)).astype("float32")
-        self.score_noise = rng.standard_normal((512, noise_dim)).astype("float32")
+        noise = np.random.default_rng(1234).standard_normal((16 + 512, noise_dim))
+        self.fixed_noise, self.score_noise = np.split(noise.astype("float32"), [16])
         self.losses, self.epochs = [], []
         self.path = self.directory / "history.json"
 
@@ -105,7 +107,7 @@ class History:
         if "inception_score" in row:
             line += f", score {row['inception_score']:.2f}"
         if (left := (epochs or 0) - epoch - 1) > 0:
-            line += (f"; it took {seconds:.1f} s, so about {_duration(left * seconds)} for the "
+            line += (f"; it took {seconds:.1f} s, so about {duration(left * seconds)} for the "
                      f"{left} left")
         print(line, flush=True)
         return row
@@ -114,116 +116,138 @@ class History:
         return [self.directory / "grids" / row["grid"] for row in self.epochs]
 
 
-def plan_session(saved_step: int, steps_per_epoch: int, epochs: int, seconds_per_epoch: float,
-                 budget_s: float) -> SimpleNamespace:
-    """This session's share of a run: ``epochs`` to train to (what ``budget_s`` fits, at least one),
-    ``die_at`` (where the killed process dies: mid-share, before the run's middle), ``line``."""
-    total, done = epochs * steps_per_epoch, saved_step // steps_per_epoch
-    fit = max(1, int(budget_s // max(seconds_per_epoch, 1e-9)))
-    share = min(epochs, done + fit)
-    die_at = (min(total // 2, saved_step + (share * steps_per_epoch - saved_step) // 2) + 1
-              if saved_step < total // 2 else None)
-    if done >= epochs:
-        return SimpleNamespace(epochs=epochs, die_at=None, line="the run is complete.")
-    line = (f"an epoch takes about {_duration(seconds_per_epoch)} here, so the {epochs - done} "
-            f"epoch(s) left take about {_duration((epochs - done) * seconds_per_epoch)}, plus "
-            "scoring and checkpoints; ")
-    if share == epochs:
-        line += f"they fit in the budget ({_duration(budget_s)}): this session trains them all."
-    else:
-        line += (f"the budget ({_duration(budget_s)}) fits {fit}: this session trains to epoch "
-                 f"{share} of {epochs}, and a re-run with the same run_dir goes on from there.")
-    return SimpleNamespace(epochs=share, die_at=die_at, line=line)
-
-
-def _duration(seconds: float) -> str:
+def duration(seconds: float) -> str:
     if seconds < 10:
-        return f"{seconds:.1f} s"
+        return f"{seconds:.2g} s" if seconds < 1 else f"{seconds:.1f} s"
     return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
 
-def save_grid(generated, path, columns: int = 4) -> None:
-    """Save generator output (N, H, W, C) in [-1, 1] as one PNG grid of uint8 pixels."""
+def _canvas(generated, columns: int = 4) -> np.ndarray:
+    """Generator output (N, H, W, C) in [-1, 1] as one grid of uint8 pixels (H x W if gray)."""
     images = np.uint8(np.clip((np.asarray(generated, dtype="float32") + 1) * 127.5, 0, 255))
     n, h, w, c = images.shape
     canvas = np.zeros((-(-n // columns) * h, columns * w, c), dtype=np.uint8)
     for i, image in enumerate(images):
         r, col = divmod(i, columns)
         canvas[r * h : (r + 1) * h, col * w : (col + 1) * w] = image
-    Image.fromarray(canvas[..., 0] if c == 1 else canvas).save(path)
+    return canvas[..., 0] if c == 1 else canvas
+
+
+def save_grid(generated, path, columns: int = 4) -> None:
+    """Save generator output (N, H, W, C) in [-1, 1] as one PNG grid."""
+    Image.fromarray(_canvas(generated, columns)).save(path)
+
+
+def show_grids(grids: dict):
+    """Generator outputs side by side: ``{title: (N, H, W, C) in [-1, 1]}``."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(grids), figsize=(2.6 * len(grids), 2.8), squeeze=False,
+                             layout="tight")
+    for ax, (title, generated) in zip(axes[0], grids.items(), strict=True):
+        ax.imshow(_canvas(generated), cmap="gray", vmin=0, vmax=255)
+        ax.set(title=title, xticks=[], yticks=[])
+    return fig
 
 
 def make_gif(grids: list[Path], path, scale: int = 4) -> Path:
-    """An animated GIF of the epoch grids, enlarged ``scale`` times; no grids: a one-line error."""
+    """An animated GIF of the epoch grids, enlarged ``scale`` times, each frame labelled with its
+    epoch (from the file name); no grids: a one-line error."""
     grids = list(grids)
     if not grids:
         raise invalid("grids", [], "no epoch grids to animate; allowed: a list of one or more "
                       "grid images (History.grids() lists one per finished epoch)")
-    frames = [Image.open(grid) for grid in grids]
-    frames = [f.resize((f.width * scale, f.height * scale), Image.NEAREST) for f in frames]
+    frames = []
+    for grid in grids:
+        frame = Image.open(grid).convert("RGB")
+        frame = frame.resize((frame.width * scale, frame.height * scale), Image.NEAREST)
+        label = f"epoch {int(Path(grid).stem.rsplit('_', 1)[-1])}"  # epoch_0003.png
+        ImageDraw.Draw(frame).text((4, 2), label, fill=(255, 64, 64))
+        frames.append(frame)
     frames[0].save(path, save_all=True, append_images=frames[1:], duration=400, loop=0)
     return Path(path)
 
 
-def plot_history(history: dict, real: dict | None = None):
-    """Loss curves, and the score per epoch against real images' score where known."""
+def plot_history(history: dict, real: dict | None = None, marks: dict | None = None):
+    """Loss curves against the game's equilibrium (D at ln 4, G at ln 2), and each epoch's score
+    and Fréchet distance against real images'; ``marks``: ``{label: step}`` lines on the losses."""
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.5))
+    fig, (left, mid, right) = plt.subplots(1, 3, figsize=(13, 3.5), layout="tight")
     losses = np.array(history["losses"]) if history["losses"] else np.zeros((0, 3))
     left.plot(losses[:, 0], losses[:, 1], label="discriminator", linewidth=0.8)
     left.plot(losses[:, 0], losses[:, 2], label="generator", linewidth=0.8)
+    for value, name, color in ((np.log(4), "D at equilibrium (ln 4)", "C0"),
+                               (np.log(2), "G at equilibrium (ln 2)", "C1")):
+        left.axhline(value, linestyle=":", color=color, label=name)
+    for label, step in (marks or {}).items():
+        left.axvline(step, color="red", linewidth=1)
+        left.annotate(label, (step, left.get_ylim()[1]), color="red", va="top", fontsize=8)
     left.set(xlabel="step", title="losses")
-    left.legend()
+    left.legend(fontsize=7)
     scored = [row for row in history["epochs"] if "inception_score" in row]
-    if scored:
-        right.plot([r["epoch"] for r in scored], [r["inception_score"] for r in scored],
-                   marker="o", label="generated")
+    for ax, key, title in ((mid, "inception_score", "classifier score (higher is better)"),
+                           (right, "frechet_distance", "Fréchet distance (lower is better)")):
+        ax.plot([r["epoch"] for r in scored], [r[key] for r in scored], marker="o",
+                label="generated")
         if real:
-            right.axhline(real["inception_score"], linestyle="--", color="gray", label="real")
-        right.set(xlabel="epoch", title="classifier score (higher is better)")
-        right.legend()
-    fig.tight_layout()
+            ax.axhline(real[key], linestyle="--", color="gray", label="real images")
+        ax.set(xlabel="epoch", title=title)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.legend(fontsize=7)
     return fig
 
 
-def in_drive(use_drive) -> bool:
-    """``use_drive`` resolved: "auto" means on Colab (whose /content is lost on a disconnect)."""
-    return use_drive is True or (use_drive == "auto" and detect_platform() == "colab")
+def ablation_table(rows: dict, rates: dict):
+    """Each row's median images/s and spread (IQR of the rounds), against the tutorial's and the
+    row above (where their spreads overlap, the change bought nothing measurable here)."""
+    base, above, table = float(np.median(next(iter(rates.values())))), None, []
+    for name in rows:
+        if name not in rates:
+            table.append([name, "not applicable with this device's settings", "", ""])
+            continue
+        q1, median, q3 = np.percentile(rates[name], [25, 50, 75])
+        overlap = above is not None and q1 <= above[2] and above[0] <= q3
+        versus = "" if above is None else (
+            "within the spread" if overlap else f"{median / above[1]:.2f}x")
+        table.append([name, f"{median:.0f} ({q1:.0f}-{q3:.0f})", f"{median / base:.2f}x", versus])
+        above = (q1, median, q3)
+    return Table(table, ["step", "images/s: median (IQR)", "vs the tutorial's", "vs the row above"])
 
 
-def run_directory(run_dir: str, use_drive=False) -> Path:
-    """Where a run keeps its files, said in one line: ``run_dir``, in Drive with ``use_drive``."""
-    if in_drive(use_drive):
-        from google.colab import drive  # only on Colab
+def plot_ablation(rates: dict):
+    """The ablation as bars: median images/s, and the interquartile range of the rounds."""
+    import matplotlib.pyplot as plt
 
-        drive.mount("/content/drive")
-        where = Path(workdirs.COLAB_DRIVE) / run_dir
-        print(f"run_dir: {where} (in Google Drive: it survives a disconnect)")
-        return where
-    on_colab = detect_platform() == "colab"
-    lost = " (Colab's /content does not survive a disconnect)" if on_colab else ""
-    print(f"run_dir: {Path(run_dir).resolve()}{lost}")
-    return Path(run_dir)
+    names = list(rates)[::-1]
+    q = np.array([np.percentile(rates[name], [25, 50, 75]) for name in names])
+    fig, ax = plt.subplots(figsize=(8, 0.45 * len(names) + 1.2), layout="tight")
+    ax.barh(names, q[:, 1], xerr=[q[:, 1] - q[:, 0], q[:, 2] - q[:, 1]], capsize=4)
+    ax.set(xlabel="images/s (bar: median; whiskers: interquartile range of the rounds)",
+           title="what each change buys, on this device")
+    return fig
 
 
-def checkpoints_on_disk(directory) -> list[str]:
-    """``directory``'s checkpoints by their files, oldest first (Drive can garble the index)."""
-    found = (re.fullmatch(r"ckpt-(\d+)\.index", p.name) for p in Path(directory).glob("ckpt-*"))
-    steps = sorted(int(m[1]) for m in found if m)
-    return [os.path.join(str(directory), f"ckpt-{n}") for n in steps]
+def plot_classes(generated, real, class_names):
+    """Bars: the share of each class the classifier sees in generated images, beside the real
+    data's (a generator that collapsed onto a few modes shows a few tall bars)."""
+    import matplotlib.pyplot as plt
 
-
-def set_aside_unreadable_index(directory) -> None:
-    """Rename (never delete) an index file TensorFlow cannot read, so the run is read from files."""
-    import tensorflow as tf
-
-    try:
-        tf.train.get_checkpoint_state(str(directory))
-    except (ValueError, OSError):
-        aside = Path(directory) / f"checkpoint.unreadable-{time.time():.0f}"
-        (Path(directory) / "checkpoint").rename(aside)
-        print(f"WARNING: the checkpoints' index could not be read; kept as {aside.name}.")
+    fig, ax = plt.subplots(figsize=(8, 3), layout="tight")
+    x = np.arange(len(class_names))
+    for offset, (name, labels) in zip((-0.2, 0.2), (("generated", generated), ("real", real)),
+                                      strict=True):
+        share = np.bincount(np.asarray(labels), minlength=len(class_names)) / len(labels)
+        ax.bar(x + offset, share, width=0.4, label=f"{name} ({len(labels)} images)")
+    ax.set(xticks=x, xticklabels=class_names, ylabel="share of images",
+           title="classes the scoring classifier sees")
+    ax.legend()
+    found, n = len(np.unique(generated)), len(class_names)
+    print(f"The generated images fall into {found} of {n} classes" + (": a healthy spread."
+          if found >= 0.8 * n else ": few classes, so the generator has collapsed onto a few "
+          "modes, or trained too little (train longer, then look again)."))
+    return fig
 
 
 def inception_score(probabilities: np.ndarray) -> float:
@@ -283,21 +307,30 @@ class Scorer:
             partial = path.with_name(f"partial_{path.name}")  # whole, or not there at all
             self.model.save_weights(partial)
             os.replace(partial, path)
-            note = f"trained the scoring classifier once and cached it as {path.name}"
-        self.features = keras.Model(self.model.inputs, self.model.get_layer("features").output)
+            note = f"trained the scoring classifier and cached it as {path.name}"
+        self.features = keras.Model(self.model.input, self.model.get_layer("features").output)
         self.reference = self._features(x_reference / 255.0)
-        # the bar to aim at: real training images against the held-out reference
-        self.real = self.score(x_train[: len(x_reference)] / 127.5 - 1.0)
+        # the bar to aim at: 512 real training images (as many as generated ones are scored
+        # with) against the held-out reference
+        self.real = self.score(x_train[:512] / 127.5 - 1.0)
         if verbose:
             print(f"{note}; real images: score {self.real['inception_score']:.2f}, "
                   f"Fréchet distance {self.real['frechet_distance']:.2f}")
 
+    @staticmethod
+    def _run(model, images01) -> np.ndarray:  # called, not predict(): nothing traced anew
+        return np.concatenate([np.asarray(model(images01[i : i + 256], training=False))
+                               for i in range(0, len(images01), 256)])
+
     def _features(self, images01):
-        return np.asarray(self.features.predict(images01, batch_size=256, verbose=0))
+        return self._run(self.features, images01)
+
+    def classify(self, images) -> np.ndarray:  # images in [-1, 1]: each one's likeliest class
+        return self._run(self.model, (np.asarray(images) + 1.0) / 2.0).argmax(axis=1)
 
     def score(self, images) -> dict:  # images in [-1, 1], the generator's range
         images01 = (np.asarray(images, dtype="float32") + 1.0) / 2.0
-        probs = np.asarray(self.model.predict(images01, batch_size=256, verbose=0))
+        probs = self._run(self.model, images01)
         return {"inception_score": inception_score(probs),
                 "frechet_distance": frechet_distance(self._features(images01), self.reference)}
 
@@ -412,23 +445,22 @@ def _define() -> dict:
     return {"FusedBatchNormalization": FusedBatchNormalization, "HalfWordDropout": HalfWordDropout}
 
 
-def check_parameters(*, dataset, architecture, epochs, budget_min, batch_size, d_steps, precision,
-                     xla, max_images, checkpoint_every, run_dir, use_drive, fresh_start):
-    """Notebook 04's parameters, checked before any work: one line names a wrong one."""
-    return validate(
+
+
+def gan_rules(*, dataset, architecture, epochs, batch_size, d_steps, precision, xla,
+              max_images) -> dict:
+    """The rules of the GAN's parameters, notebook 04's and 05's, for :func:`validate`."""
+    return dict(
         dataset=(dataset, one_of(*data.DATASETS)),
         architecture=(architecture, architecture_rule(data.shape_of(dataset))),
         epochs=(epochs, integer(1, 10_000)),
-        budget_min=(budget_min, number(0, 24 * 60)),
         batch_size=(batch_size, integer(2, 65536)),
         d_steps=(d_steps, integer(1, 10)),
         precision=(precision, one_of("auto", "float32", "mixed_float16", "mixed_bfloat16")),
         xla=(xla, one_of("auto", "on", "off")),
-        max_images=(max_images, integer(64, 10_000_000)),
-        checkpoint_every=(checkpoint_every, integer(1, 1_000_000)),
-        run_dir=(run_dir, folder(inside=workdirs.COLAB_DRIVE if in_drive(use_drive) else None)),
-        use_drive=(use_drive, all_of(one_of("auto", True, False), check(
-            lambda v: v is not True or detect_platform() == "colab",
-            "Google Drive can only be used on Colab"))),
-        fresh_start=(fresh_start, boolean()),
-    )
+        max_images=(max_images, integer(64, 10_000_000)))
+
+
+def check_parameters(*, work_dir, **gan):
+    """Notebook 04's parameters, checked before any work: one line names a wrong one."""
+    return validate(**gan_rules(**gan), work_dir=(work_dir, folder()))

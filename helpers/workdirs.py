@@ -1,6 +1,5 @@
-"""Work folders a notebook may empty: only those it made (:func:`prepare`: marked with
-:data:`MARKER`, locked while a process uses it; never another's folder, the working folder, one
-above it, home or ``/``), and the settings a resumable run records (:func:`same_run`)."""
+"""Work folders a notebook may empty, only those it made (:func:`prepare`: marked, locked in use,
+never the working folder or above, home, ``/``), and a run's settings (:func:`same_run`)."""
 
 from __future__ import annotations
 
@@ -15,7 +14,7 @@ from pathlib import Path
 from helpers.errors import RunSettingsChanged, WorkFolderBusy, invalid
 
 ROOT = "course_runs"
-COLAB_DRIVE = "/content/drive/MyDrive"  # where 04's run_dir goes with use_drive=True
+COLAB_DRIVE = "/content/drive/MyDrive"  # where 05's run_dir goes with use_drive=True
 MARKER = ".course_work_folder"
 RUN_FILE = "run.json"  # a resumable run's settings (see same_run)
 RUN_FILES = (RUN_FILE, "step-*.pt")  # what a resumable run (04's, 10's) leaves: never a work_dir
@@ -24,8 +23,7 @@ _HELD: dict[Path, object] = {}  # folder (resolved) -> the open file whose lock 
 MARKER_TEXT = (
     "This folder was made by a notebook of the Fast TensorFlow Training course.\n"
     "The notebook empties it when it runs again (fresh_start in 04_dcgan). Delete this file\n"
-    "and no notebook will ever empty this folder again.\n"
-)
+    "and no notebook will ever empty this folder again.\n")
 
 
 def protected(path: Path) -> str | None:
@@ -61,10 +59,8 @@ def problem(path) -> str | None:
     return None
 
 
-ALLOWED = (
-    f"a new or empty folder, or one a notebook of this course made (it holds {MARKER}), not the "
-    f"working folder or one above it; e.g. '{ROOT}/my_run'"
-)
+ALLOWED = (f"a new or empty folder, or one a notebook of this course made (it holds {MARKER}), not "
+           f"the working folder or one above it; e.g. '{ROOT}/my_run'")
 
 
 def refuse(name: str, value, why: str):
@@ -100,8 +96,7 @@ def prepare(path, name: str = "work_dir", fresh: bool = True) -> Path:
 
 @contextlib.contextmanager
 def _locks_inside(path: Path):
-    """Hold the lock of every work folder inside ``path`` while it is emptied;
-    :class:`WorkFolderBusy`, naming the first in use, deleting nothing."""
+    """Hold the locks of the work folders inside ``path``, or :class:`WorkFolderBusy`."""
     with contextlib.ExitStack() as held:
         for inner in sorted({p.parent for g in (MARKER, LOCK) for p in path.rglob(g)} - {path}):
             if inner.resolve() in _HELD:
@@ -117,8 +112,7 @@ def lock(path) -> bool:
     the file system has no locks. :class:`WorkFolderBusy` names the process that holds it."""
     key = Path(path).resolve()
     if key not in _HELD and (handle := _take(key)) is not None:
-        handle.seek(0)
-        handle.truncate()
+        handle.truncate(0)
         handle.write(f"process {os.getpid()} on {socket.gethostname()}\n")
         handle.flush()
         _HELD[key] = handle  # kept open: the lock lives as long as the file is
@@ -126,8 +120,7 @@ def lock(path) -> bool:
 
 
 def _take(folder: Path):
-    """The lock file of ``folder``, opened without following a link, and locked; None, said
-    once, where the file system has no locks."""
+    """``folder``'s lock file, opened without following a link, and locked; None without locks."""
     import fcntl
 
     remove = "nothing was deleted. Remove it, or use another folder."
@@ -145,10 +138,9 @@ def _take(folder: Path):
     except BlockingIOError:
         holder = handle.read().strip() or "another process"
         handle.close()
-        raise WorkFolderBusy(
-            f"{folder} is in use by {holder}: two runs in one folder would delete each other's "
-            "files. Wait for it to finish (or stop its kernel), or give this run another folder."
-        ) from None
+        raise WorkFolderBusy(f"{folder} is in use by {holder}: two runs in one folder would delete "
+                             "each other's files. Wait for it to finish (or stop its kernel), or "
+                             "give this run another folder.") from None
     except OSError as error:  # no locks on this file system (some network mounts)
         handle.close()
         print(f"Note: {folder} cannot be locked here ({error.strerror}): do not use it from two "
@@ -158,17 +150,14 @@ def _take(folder: Path):
 
 
 def lock_fds(path) -> tuple[int, ...]:
-    """The descriptor of this process's lock on ``path``, for a child that works there to
-    inherit (``Popen(..., pass_fds=lock_fds(path))``); () where this process holds none."""
+    """This process's lock on ``path``, as ``pass_fds`` for a child that works there; () if none."""
     handle = _HELD.get(Path(path).resolve())
     return (handle.fileno(),) if handle else ()
 
 
 def same_settings(saved: dict, now: dict, where) -> None:
-    """Raise :class:`~helpers.errors.RunSettingsChanged`, naming each change and how to resume,
-    if the run in ``where`` was made with other settings than ``now``."""
-    changed = {k: (saved.get(k), v) for k, v in now.items() if saved.get(k) != v}
-    if changed:
+    """Raise :class:`RunSettingsChanged` (each change, how to resume) where ``now`` differs."""
+    if changed := {k: (saved.get(k), v) for k, v in now.items() if saved.get(k) != v}:
         what = ", ".join(f"{k} was {old!r}, now {new!r}" for k, (old, new) in changed.items())
         back = ", ".join(f"{k}={old!r}" for k, (old, _) in changed.items())
         raise RunSettingsChanged(
@@ -207,8 +196,7 @@ def same_run(path, settings: dict) -> bool:
                 "fresh_start=True to replace it.") from None
         same_settings(_older(saved, settings, record), settings, path)
         return True
-    others = sorted(p.name for p in path.iterdir() if p.name not in (MARKER, LOCK))
-    if others:
+    if others := sorted(p.name for p in path.iterdir() if p.name not in (MARKER, LOCK)):
         raise RunSettingsChanged(
             f"{path} holds files ({', '.join(others[:3])}) but no {RUN_FILE}, so the settings "
             "they were made with are unknown (an older version of the course?); nothing was "

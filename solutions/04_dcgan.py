@@ -23,17 +23,7 @@ def float16_step(model, optimizer, loss_fn, x, y):
     return loss
 
 
-# Exercise 04.2: resume from the newest checkpoint
-def resume(directory, step, weights):
-    """A manager of `step` and `weights` in `directory`, restored from its newest checkpoint
-    if there is one; returns the manager and the step to continue from (0 for a new run)."""
-    checkpoint = tf.train.Checkpoint(step=step, weights=weights)
-    manager = tf.train.CheckpointManager(checkpoint, directory, max_to_keep=3)
-    checkpoint.restore(manager.latest_checkpoint)  # None in an empty folder: nothing to do
-    return manager, int(step.numpy())
-
-
-# Exercise 04.3: read the losses back in batches
+# Exercise 04.2: read the losses back in batches
 def run_steps(step_fn, batches, read_back=20):
     """Run `step_fn` on each batch; return every step's loss as a float, in order, waiting
     for the device only once every `read_back` steps (and at the end)."""

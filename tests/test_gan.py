@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from helpers import data, dcgan
+from helpers import data, dcgan, survive_a_disconnect
 from helpers.errors import RunSettingsChanged, RunUnreadable
 from helpers.params import ParameterError
 
@@ -45,6 +45,16 @@ def test_wrong_shapes_are_refused(tf):
         build_pair("stylegan", (64, 64, 3))
 
 
+def train(run, images, batch_size, epochs, steps_per_epoch, start=None, **kwargs):
+    """Notebook 04's loop on notebook 05's batches, saving with 05's `save`, as 05 trains."""
+    from helpers.lessons import nb05 as lesson
+
+    start = int(run.step.numpy()) if start is None else start
+    batches = lesson.run_batches(lesson.epoch_batches(images, batch_size), epochs,
+                                 steps_per_epoch, start)
+    return lesson.train(run, iter(batches), epochs, steps_per_epoch, save=lesson.save, **kwargs)
+
+
 def run_script(fresh_process, *args, killed=False):
     done = fresh_process(script=SCRIPTS / "gan_kill_resume.py", args=args)
     assert done.returncode == (-signal.SIGKILL if killed else 0), done.output[-2000:]
@@ -52,7 +62,7 @@ def run_script(fresh_process, *args, killed=False):
 
 
 def test_epoch_batches_depend_on_seed_and_epoch_only(tf):
-    from helpers.lessons import nb04 as lesson
+    from helpers.lessons import nb05 as lesson
 
     images = np.arange(10 * 2 * 2, dtype="uint8").reshape(10, 2, 2, 1)
     make = lesson.epoch_batches(images, batch_size=4, seed=3)
@@ -71,8 +81,8 @@ def test_epoch_batches_depend_on_seed_and_epoch_only(tf):
 
 
 def lesson_run(tmp_path, policy="float32", d_steps=1):
-    """Notebook 04's run (helpers.lessons.nb04.start_run) on the tutorial pair, 28x28."""
-    from helpers.lessons import nb04 as lesson
+    """Notebook 05's run (helpers.lessons.nb05.start_run) on the tutorial pair, 28x28."""
+    from helpers.lessons import nb05 as lesson
 
     settings = dict(architecture="tutorial", policy=policy, xla=False, d_steps=d_steps,
                     directory=str(tmp_path))
@@ -82,7 +92,7 @@ def lesson_run(tmp_path, policy="float32", d_steps=1):
 def test_run_batches_resume_exactly_where_the_run_stands(tf):
     """One stream for the rest of the run (an iterator per epoch cost seconds each time one
     was released): from step 3 it is the uninterrupted stream's tail, batch for batch."""
-    from helpers.lessons import nb04 as lesson
+    from helpers.lessons import nb05 as lesson
 
     images = data.load("digits", limit=64, verbose=False)
     make = lesson.epoch_batches(images.x_train, 16, seed=1)
@@ -128,7 +138,6 @@ def test_the_lesson_step_draws_noise_at_the_batch_size_and_runs_d_steps(tf, tmp_
 def test_the_training_loop_counts_steps_on_the_host_and_reads_losses_in_batches(tf, tmp_path):
     """No step waits for the one before: the device's step is read once per train(), and
     losses are read back every read_back steps, at checkpoints and at epoch ends."""
-    from helpers.lessons import nb04 as lesson
 
     images = data.load("digits", limit=128, verbose=False)
     run = lesson_run(tmp_path)
@@ -157,7 +166,7 @@ def test_the_training_loop_counts_steps_on_the_host_and_reads_losses_in_batches(
             return variable.assign(value)
 
     run.step = Step()
-    final = lesson.train(run, lesson.epoch_batches(images.x_train, 2), 1, 45, every=30,
+    final = train(run, images.x_train, 2, 1, 45, start=0, every=30,
                         step_fn=counted_step)
     assert final == 45 and len(device_reads) == 1 and int(variable) == 45
     assert sorted(set(reads)) == [20, 30, 45]  # 20 queued, a checkpoint, the epoch's end
@@ -169,16 +178,15 @@ def test_the_training_loop_counts_steps_on_the_host_and_reads_losses_in_batches(
 def test_a_deadline_stops_the_run_at_an_epoch_end_just_saved(tf, tmp_path):
     """A session whose budget is spent ends on a checkpoint at an epoch's end, never mid-epoch;
     with time left it trains every epoch asked for."""
-    from helpers.lessons import nb04 as lesson
 
     images = data.load("digits", limit=64, verbose=False)
     run = lesson_run(tmp_path)
-    final = lesson.train(run, lesson.epoch_batches(images.x_train, 16), 3, 2, every=100,
+    final = train(run, images.x_train, 16, 3, 2, every=100,
                          deadline=time.time())  # already spent: one epoch, then stop
     assert final == 2 and saved(run) == ["ckpt-2"]
     assert [row["epoch"] for row in run.history.epochs] == [1]
     resumed = lesson_run(tmp_path)  # the next session
-    final = lesson.train(resumed, lesson.epoch_batches(images.x_train, 16), 3, 2, every=100,
+    final = train(resumed, images.x_train, 16, 3, 2, every=100,
                          deadline=time.time() + 3600)
     assert final == 6 and [row["epoch"] for row in resumed.history.epochs] == [1, 2, 3]
 
@@ -187,15 +195,16 @@ def test_a_deadline_stops_the_run_at_an_epoch_end_just_saved(tf, tmp_path):
     (0, 60, 3600, 50, 251, "they fit in the budget (60 min): this session trains them all"),
     (0, 300, 1800, 6, 31, "the budget (30 min) fits 6: this session trains to epoch 6 of 50"),
     (60, 300, 1800, 12, 91, "this session trains to epoch 12 of 50"),  # the next session
-    (70, 300, 1800, 13, 101, "the 43 epoch(s) left take about 215 min"),  # killed mid-epoch 8
+    (70, 300, 1800, 13, 101, "the 43 epoch(s) left about 215 min"),  # killed mid-epoch 8
     (240, 300, 1800, 30, 251, "this session trains to epoch 30 of 50"),  # dies at halfway
     (250, 60, 3600, 50, None, "this session trains them all"),  # at halfway: no child
-    (0, 300, 0, 1, 6, "the budget (0.0 s) fits 1: this session trains to epoch 1 of 50"),
+    (0, 300, 0, 1, 6, "the budget (0 s) is shorter than one epoch, so this session trains to "
+                      "epoch 1 of 50 (one epoch at least), and a re-run"),
     (500, 60, 3600, 50, None, "the run is complete."),
 ])
 def test_a_session_trains_the_epochs_its_budget_fits(saved, seconds, budget, share, die_at,
                                                      says):
-    session = dcgan.plan_session(saved, 10, 50, seconds, budget)  # 10 steps per epoch, 50
+    session = survive_a_disconnect.plan_session(saved, 10, 50, seconds, budget)  # 10 a epoch
     assert (session.epochs, session.die_at) == (share, die_at)
     assert says in session.line, session.line
 
@@ -231,18 +240,17 @@ def damage(checkpoint):
 
 
 def test_a_corrupt_latest_checkpoint_falls_back_and_no_good_one_is_pruned(tf, tmp_path, capsys):
-    from helpers.lessons import nb04 as lesson
 
     images = data.load("digits", limit=64, verbose=False)
     run = lesson_run(tmp_path)
-    lesson.train(run, lesson.epoch_batches(images.x_train, 16), 1, 3, every=1)
+    train(run, images.x_train, 16, 1, 3, every=1)
     assert saved(run) == ["ckpt-1", "ckpt-2", "ckpt-3"]
     damage(run.manager.latest_checkpoint)
     capsys.readouterr()
     resumed = lesson_run(tmp_path)
     assert "ckpt-3 could not be read" in capsys.readouterr().out
     assert int(resumed.step) == 2 and resumed.history.losses[-1][0] == 2
-    lesson.train(resumed, lesson.epoch_batches(images.x_train, 16), 2, 3, every=1)
+    train(resumed, images.x_train, 16, 2, 3, every=1)
     names = {p.name.split(".")[0] for p in (tmp_path / "checkpoints").glob("ckpt-*.index")}
     assert names == {f"ckpt-{n}" for n in range(1, 7)}, "the good ckpt-1 and ckpt-2 were kept"
     again = lesson_run(tmp_path)  # the next session resumes from the newest, and prunes again
@@ -252,11 +260,10 @@ def test_a_corrupt_latest_checkpoint_falls_back_and_no_good_one_is_pruned(tf, tm
 def test_a_checkpoint_of_other_settings_stops_the_run_and_all_survive(tf, tmp_path):
     """The second line of defence behind run.json (helpers.workdirs.same_run): a checkpoint
     that reads but holds other variables is another run's, never "corrupt"."""
-    from helpers.lessons import nb04 as lesson
 
     images = data.load("digits", limit=64, verbose=False)
     run = lesson_run(tmp_path, policy="mixed_float16")  # a GPU session's run
-    lesson.train(run, lesson.epoch_batches(images.x_train, 16), 1, 3, every=1)
+    train(run, images.x_train, 16, 1, 3, every=1)
     before = {p.name: p.read_bytes() for p in (tmp_path / "checkpoints").iterdir()}
     with pytest.raises(RunSettingsChanged, match="ckpt-3 holds other variables .*nothing was "
                                                  "deleted"):
@@ -266,11 +273,10 @@ def test_a_checkpoint_of_other_settings_stops_the_run_and_all_survive(tf, tmp_pa
 
 
 def test_a_run_whose_checkpoints_are_all_unreadable_stops(tf, tmp_path):
-    from helpers.lessons import nb04 as lesson
 
     images = data.load("digits", limit=64, verbose=False)
     run = lesson_run(tmp_path)
-    lesson.train(run, lesson.epoch_batches(images.x_train, 16), 1, 2, every=1)
+    train(run, images.x_train, 16, 1, 2, every=1)
     for checkpoint in run.manager.checkpoints:
         damage(checkpoint)
     with pytest.raises(RunUnreadable, match="no checkpoint in .* could be read; nothing was"):
@@ -286,11 +292,10 @@ def test_a_run_whose_index_file_is_lost_resumes_from_its_files_and_overwrites_no
     """Drive's sync, or a copy of the ckpt-* files alone, loses or damages the index file
     (``checkpoint``): the run resumes from its newest checkpoint file, never starts over, and
     every old file stays byte for byte as it was."""
-    from helpers.lessons import nb04 as lesson
 
     images = data.load("digits", limit=64, verbose=False)
     run = lesson_run(tmp_path)
-    lesson.train(run, lesson.epoch_batches(images.x_train, 16), 1, 3, every=1)
+    train(run, images.x_train, 16, 1, 3, every=1)
     folder = tmp_path / "checkpoints"
     {"deleted": lambda p: p.unlink(), "garbled": lambda p: p.write_text("garbage {{{ \0"),
      "emptied": lambda p: p.write_text("")}[index](folder / "checkpoint")
@@ -305,7 +310,7 @@ def test_a_run_whose_index_file_is_lost_resumes_from_its_files_and_overwrites_no
         assert [p.read_bytes() for p in folder.glob("checkpoint.unreadable-*")] == [b""]
         before.pop(index_file)
     assert {p: p.read_bytes() for p in before} == before, "resuming changed a file"
-    lesson.train(resumed, lesson.epoch_batches(images.x_train, 16), 2, 3, every=1)
+    train(resumed, images.x_train, 16, 2, 3, every=1)
     for path, content in before.items():  # the old checkpoints, after training on
         if path.name.startswith("ckpt-"):
             assert path.read_bytes() == content, f"{path.name} was overwritten"
@@ -314,11 +319,10 @@ def test_a_run_whose_index_file_is_lost_resumes_from_its_files_and_overwrites_no
 
 
 def test_history_grids_gif_and_plot(tf, tmp_path):
-    from helpers.lessons import nb04 as lesson
 
     images = data.load("digits", limit=64, verbose=False)
     run = lesson_run(tmp_path)
-    lesson.train(run, lesson.epoch_batches(images.x_train, 16), 2, 2, every=100)
+    train(run, images.x_train, 16, 2, 2, every=100)
     assert [row[0] for row in run.history.losses] == [1, 2, 3, 4]
     assert [row["epoch"] for row in run.history.epochs] == [1, 2]
     grids = run.history.grids()
@@ -326,19 +330,21 @@ def test_history_grids_gif_and_plot(tf, tmp_path):
     gif = dcgan.make_gif(grids, tmp_path / "progress.gif")
 
     assert Image.open(gif).n_frames == 2
-    assert len(dcgan.plot_history(run.history.as_dict()).axes) == 2
+    assert len(dcgan.plot_history(run.history.as_dict(), marks={"resumed": 2}).axes) == 3
 
 
-def test_the_ablation_measures_each_change_and_skips_what_does_not_apply(tf):
+def test_the_ablation_times_each_change_in_turn_and_skips_what_does_not_apply(tf):
     from helpers.lessons import nb04 as lesson
 
-    rows = lesson.ablation("float32", False, batch_size=8, repeats=2)
-    names = [name for name, _ in rows]
-    assert names == ["tutorial step, as published", "+ precision", "+ XLA",
-                     "+ fused batch norm", "+ cheaper dropout"]
-    rates = dict(rows)
-    assert rates["+ precision"] is None and rates["+ XLA"] is None  # float32, XLA off
-    assert all(rates[n] > 0 for n in (names[0], names[3], names[4]))
+    rows = lesson.ablation_rows("float32", False, batch_size=8)
+    assert list(rows) == ["TF tutorial's step, as published", "+ float32", "+ XLA",
+                          "+ data on the device", "+ batch 16", "+ this course's layers"]
+    assert rows["+ float32"] is None and rows["+ XLA"] is None  # float32, XLA off
+    rates = lesson.time_rows(rows, rounds=2, steps=1)
+    assert list(rates) == [name for name, row in rows.items() if row]
+    assert all(len(r) == 2 and min(r) > 0 for r in rates.values())
+    table = dcgan.ablation_table(rows, rates)
+    assert "not applicable" in str(table.rows[1]) and table.rows[0][2] == "1.00x"
 
 
 def test_score_ranks_real_images_above_noise(tf, tmp_path):
@@ -415,21 +421,22 @@ def test_architecture_follows_the_image_size():
 
 
 def test_drive_only_on_colab_and_by_default_there(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(dcgan, "detect_platform", lambda: "local")
-    assert dcgan.run_directory("runs/a") == Path("runs/a")
-    assert dcgan.run_directory("runs/a", use_drive="auto") == Path("runs/a")
+    monkeypatch.setattr(survive_a_disconnect, "detect_platform", lambda: "local")
+    assert survive_a_disconnect.run_directory("runs/a") == Path("runs/a")
+    assert survive_a_disconnect.run_directory("runs/a", use_drive="auto") == Path("runs/a")
     assert "disconnect" not in capsys.readouterr().out
     parameters = dict(dataset="digits", architecture="auto", epochs=1, budget_min=1, batch_size=8,
                       d_steps=1, precision="auto", xla="auto", max_images=64, checkpoint_every=1,
                       run_dir="runs/a", use_drive=True, fresh_start=False)
     with pytest.raises(ParameterError, match="use_drive=True: Google Drive can only be used on"):
-        dcgan.check_parameters(**parameters)  # 04's validation cell, before run_directory
-    monkeypatch.setattr(dcgan, "detect_platform", lambda: "colab")
-    assert dcgan.run_directory("runs/a", use_drive=False) == Path("runs/a")
+        survive_a_disconnect.check_parameters(**parameters)  # 05's validation cell, first
+    monkeypatch.setattr(survive_a_disconnect, "detect_platform", lambda: "colab")
+    assert survive_a_disconnect.run_directory("runs/a", use_drive=False) == Path("runs/a")
     assert "does not survive a disconnect" in capsys.readouterr().out
     mounted = []
     colab = types.ModuleType("google.colab")
     colab.drive = types.SimpleNamespace(mount=mounted.append)
     monkeypatch.setitem(sys.modules, "google.colab", colab)
-    assert dcgan.run_directory("runs/a", use_drive="auto") == Path("/content/drive/MyDrive/runs/a")
+    where = survive_a_disconnect.run_directory("runs/a", use_drive="auto")
+    assert where == Path("/content/drive/MyDrive/runs/a")
     assert mounted == ["/content/drive"] and "survives a disconnect" in capsys.readouterr().out

@@ -79,8 +79,8 @@ def validation_cell_id(path) -> str:
 def invalid_cases(path, users) -> list[tuple]:
     """The values to try after the runs: a control (the test parameters, which must pass),
     the notebook's invalid values (notebooks/profiles.toml), and ``users``, a learner's own
-    folder, as each folder parameter (in 04 also with ``fresh_start=True``)."""
-    resumes = any(name == "fresh_start" for name, _ in INVALID[path])  # 04: also when asked
+    folder, as each folder parameter (in 05 also with ``fresh_start=True``)."""
+    resumes = any(name == "fresh_start" for name, _ in INVALID[path])  # 05: also when asked
     extras = [{}, {"fresh_start": True}] if resumes else [{}]  # to start afresh
     folders = [(name, str(users), extra)
                for name in folder_parameters(path) for extra in extras]
@@ -129,6 +129,7 @@ def test_notebook_runs_with_test_parameters(path, tmp_path):
     assert result.device != "not stated", "the notebook must say which device ran it"
     if path.stem == "04_dcgan":  # which batch norm and dropout ran (helpers.dcgan.describe)
         assert "Our step's batch norm: " in result.executed.read_text()
+    if path.stem == "05_survive_a_disconnect":
         check_resumed_run(path, params, result, tmp_path)
     if path.stem in course.TPU_NOTEBOOKS:
         check_tpu_notebook(path.stem, result.executed)
@@ -227,7 +228,7 @@ def check_invalid_values(results, cases, users):
 
 
 def check_resumed_run(path, params, result, tmp_path):
-    """Notebook 04's test run (budget_min=0: one epoch a session, notebooks/profiles.toml): the
+    """Notebook 05's test run (budget_min=0: one epoch a session, notebooks/profiles.toml): the
     first "Run all" trains epoch 1 of 2 and stops on a checkpoint, the second resumes it and
     trains epoch 2. Then a run on that run_dir whose precision differs (a GPU session's run
     re-opened on a CPU runtime) stops in one line naming the change, and every file of the

@@ -388,7 +388,7 @@ def test_a_reference_in_the_docs_that_names_nothing_fails(tmp_path, monkeypatch,
 def test_readmes_parameter_table_is_checked_against_the_notebooks(monkeypatch, capsys, tmp_path):
     assert check.parameter_table() == 0, capsys.readouterr().out
     readme = (course.ROOT / "README.md").read_text()
-    changed = readme.replace("| 04 | `epochs` | `50` |", "| 04 | `epochs` | `5` |")
+    changed = readme.replace("| 05 | `epochs` | `50` |", "| 05 | `epochs` | `5` |")
     changed = changed.replace("| 08 | `open_ports` |", "| 08 | `open_port` |")
     assert changed.count("|") == readme.count("|") and changed != readme
     monkeypatch.setattr(check, "ROOT", tmp_path)
@@ -396,7 +396,7 @@ def test_readmes_parameter_table_is_checked_against_the_notebooks(monkeypatch, c
     monkeypatch.setattr(check, "notebook_text", lambda path: course.notebook_text(path))
     assert check.parameter_table() == 1
     out = capsys.readouterr().out
-    assert "04 `epochs` the default [5], the notebook [50]" in out
+    assert "05 `epochs` the default [5], the notebook [50]" in out
     assert "lacks 08 `open_ports`" in out and "has 08 `open_port`" in out
 
 

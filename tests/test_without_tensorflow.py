@@ -20,6 +20,7 @@ from tools import lessons
 #: notebook does; every other module must import without TensorFlow and Keras.
 NEEDS_AN_ENGINE = {
     "helpers.lessons.nb04",
+    "helpers.lessons.nb05",
     "helpers.lessons.dcgan_networks",
     "helpers.lessons.nb07",
     "helpers.lessons.nb08",

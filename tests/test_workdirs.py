@@ -127,7 +127,8 @@ def defaults(path) -> dict:
     return values
 
 
-FOLDER_DEFAULTS = {"03": "work_dir", "04": "run_dir", "06": "work_dir", "08": "work_dir"}
+FOLDER_DEFAULTS = {"03": "work_dir", "04": "work_dir", "05": "run_dir", "06": "work_dir",
+                   "08": "work_dir"}
 
 
 def test_every_default_work_folder_lives_under_the_one_ignored_root():
@@ -139,7 +140,7 @@ def test_every_default_work_folder_lives_under_the_one_ignored_root():
             seen[path.stem] = value = defaults(path)[name]
             assert value.startswith(workdirs.ROOT + "/"), (path.stem, value)
             assert name in folder_parameters(path), "validated with params.folder"
-    assert len(seen) == 4
+    assert len(seen) == 5
     if shutil.which("git") is None or not (course.ROOT / ".git").exists():
         pytest.skip("not a git checkout")
     for value in seen.values():

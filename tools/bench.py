@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -64,9 +65,9 @@ def _child(code: str, args, python: str = sys.executable, timeout: int | None = 
 
 def bench_matmul(cpu_sizes=(256, 512, 1024, 2048),
                  accelerator_sizes=(256, 512, 1024, 2048, 4096, 8192), repeats=10) -> list:
-    """``matmul_fp32_vs_numpy`` on the CPU, and the roofline records on every device present."""
+    """``matmul_fp32_vs_numpy`` on the CPU, and the throughput sweep on every device present."""
     kinds, _ = _devices()
-    sweep = gpu_vs_cpu_benchmark.numpy_sweep(cpu_sizes, repeats, device=kinds["cpu"])
+    sweep = []  # on the CPU, with NumPy's BLAS in the same rounds
     for kind, name in kinds.items():
         sizes = cpu_sizes if kind == "cpu" else accelerator_sizes
         sweep += gpu_vs_cpu_benchmark.matmul_sweep(sizes, gpu_vs_cpu_benchmark.DTYPES, kind,
@@ -121,11 +122,13 @@ def bench_dcgan(batch_size: int = 256, repeats: int = 10) -> list:
     kinds, kind = _devices()
     policy, xla = dcgan.choose_precision(kind), dcgan.choose_xla(kind)
     with native_noise_filtered():
-        rows = lesson.ablation(policy, xla, batch_size, repeats)
-    ours = [rate for _, rate in rows if rate][-1]
-    metric = f"DCGAN step images/s, batch {batch_size} ({policy}, {'XLA' if xla else 'no XLA'})"
+        rates = lesson.time_rows(lesson.ablation_rows(policy, xla, batch_size), rounds=repeats)
+    tutorial, *_, ours = (statistics.median(r) for r in rates.values())
+    metric = (f"DCGAN step images/s, the last row of notebook 04's ablation ({policy}, "
+              f"{'XLA' if xla else 'no XLA'}, batch {2 * batch_size}; the tutorial's: batch "
+              f"{batch_size})")
     return [record("dcgan_vs_tutorial", kinds[kind], metric, ours, "images/s",
-                   "TF tutorial step (float32, no XLA), same run", rows[0][1])]
+                   "TF tutorial step (float32, no XLA), same run", tutorial)]
 
 
 #: Notebook 08's replica sweep, in a fresh process: devices are split before TensorFlow starts.
@@ -275,8 +278,7 @@ def bench_dcgan_engines(batch_size: int = 256, repeats: int = 10) -> list:
     from helpers.lessons import nb04 as lesson
 
     with native_noise_filtered(), tf.device("/CPU:0"):
-        step = lesson.our_step(batch_size, "float32", jit_compile=False, fused_bn=True,
-                               fast_dropout=True)
+        step = lesson.our_step("float32", False, fused_bn=True, fast_dropout=True)
         images = tf.random.uniform((batch_size, 28, 28, 1), -1.0, 1.0)
         tf_rate = measure(lambda: step(images), repeats=repeats, work=batch_size).rate
     baseline = f"TensorFlow {tf.__version__}: notebook 04's step, same batch, same run"

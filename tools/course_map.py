@@ -32,6 +32,7 @@ RUNTIMES = {  # the runtime each notebook wants; each also runs on a CPU, with s
     "02": "a GPU (Colab's T4), to compare with the CPU",
     "03": "any; a GPU for the utilisation section",
     "04": "a GPU (Colab's T4 or better)",
+    "05": "a GPU (Colab's T4), and Google Drive to keep the run",
     "06": "several GPUs (Kaggle's T4 x2); 8 logical CPU devices elsewhere",
     "07": "a GPU (its memory is the lesson); a memory budget stands in on a CPU",
     "08": "several GPUs to scale; simulated replicas and local workers elsewhere",

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import math
-import tempfile
-from pathlib import Path
 
 import numpy as np
 
@@ -74,49 +72,7 @@ def float16_step(make_optimizer, step) -> str | None:
     return None
 
 
-@exercise("04.2", "resume from the newest checkpoint",
-          hint="`checkpoint = tf.train.Checkpoint(step=step, weights=weights)`, `manager = "
-               "tf.train.CheckpointManager(checkpoint, directory, max_to_keep=3)`, then "
-               "`checkpoint.restore(manager.latest_checkpoint)` (it is None in an empty folder, "
-               "and restoring None does nothing); return `manager, int(step)`.",
-          right="It starts at 0 in an empty folder, and new objects resume at the newest "
-                "checkpoint, with the values saved there.")
-def resume(resume_fn) -> str | None:
-    import tensorflow as tf
-
-    def fresh():
-        return tf.Variable(0, dtype=tf.int64, trainable=False), tf.Variable(tf.zeros(3))
-
-    with tempfile.TemporaryDirectory(prefix="exercise-04-2-", ignore_cleanup_errors=True) as path:
-        step, weights = fresh()
-        result = resume_fn(path, step, weights)
-        require(result)
-        manager, start = result
-        require(manager, start)
-        if int(start) != 0 or int(step.numpy()) != 0:
-            return f"In an empty folder it returned step {int(start)}, not 0 (a new run)."
-        for number in (5, 12):  # two checkpoints: resuming must take the newest
-            step.assign(number)
-            weights.assign([number, number + 1, number + 2])
-            manager.save(checkpoint_number=number)
-        if not list(Path(path).glob("*.index")):
-            return ("Its manager saved nowhere in the folder it was given: make the "
-                    "`CheckpointManager` with `directory`.")
-        step, weights = fresh()  # new objects, as after a disconnect
-        _, start = resume_fn(path, step, weights)
-    if int(start) == 0:
-        return ("With checkpoints at steps 5 and 12 in the folder, it started at 0: restore "
-                "`manager.latest_checkpoint` into the checkpoint.")
-    if int(start) != 12:
-        return (f"With checkpoints at steps 5 and 12 in the folder, it resumed at {int(start)}: "
-                "resume from the newest, `manager.latest_checkpoint`.")
-    if int(step.numpy()) != 12 or not np.allclose(weights.numpy(), [12, 13, 14]):
-        return ("It returned step 12, but the variables it was given still hold their fresh "
-                "values: restore them with `checkpoint.restore(...)`, then read the step.")
-    return None
-
-
-@exercise("04.3", "read the losses back in batches",
+@exercise("04.2", "read the losses back in batches",
           hint="Append each step's result to `pending` without reading it; when `pending` "
                "holds `read_back` results, read them all (`float(loss)`) into `losses` and "
                "empty it; after the loop, read what is left.",

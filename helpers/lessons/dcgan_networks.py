@@ -14,8 +14,7 @@ from helpers import dcgan  # plumbing: the faster batch norm and dropout layers
 
 
 def tutorial_generator(noise_dim=100, channels=1, synchronized=False, tuned=True):
-    """The TF tutorial's generator: a Dense 7x7x256 seed, then 5x5 transposed convolutions to
-    28x28. `tuned=False`: Keras's own batch norm, as the tutorial has (the baseline)."""
+    """The TF tutorial's generator, 28x28; `tuned=False`: Keras's own batch norm, as published."""
     def block(layer):  # synchronized: batch statistics over the global batch (notebook 06)
         norm = dcgan.FusedBatchNormalization if tuned else layers.BatchNormalization
         return [layer, norm(synchronized=synchronized), layers.LeakyReLU(0.3)]
@@ -31,8 +30,7 @@ def tutorial_generator(noise_dim=100, channels=1, synchronized=False, tuned=True
 
 # 04_dcgan.ipynb, section 'The models and their optimizers'
 def tutorial_discriminator(shape=(28, 28, 1), dropout=0.3, tuned=True):
-    """The TF tutorial's discriminator: two strided 5x5 convolutions with dropout, one logit.
-    `tuned=False`: Keras's own dropout (the baseline); `dropout=0` removes the randomness."""
+    """The TF tutorial's discriminator; `tuned=False`: Keras's own dropout, as published."""
     drop = dcgan.HalfWordDropout if tuned else layers.Dropout
     return keras.Sequential([
         keras.Input(shape),
@@ -46,8 +44,7 @@ def tutorial_discriminator(shape=(28, 28, 1), dropout=0.3, tuned=True):
 # 04_dcgan.ipynb, section 'The models and their optimizers'
 def dcgan_generator(noise_dim=100, size=64, channels=3, width=64, synchronized=False,
                     fused=True):
-    """The DCGAN generator: a 4x4 seed, then stride-2 4x4 transposed convolutions with batch
-    norm and ReLU, each doubling the size up to `size` (32 or 64), and a tanh."""
+    """The DCGAN generator: from 4x4, each transposed convolution doubles it up to `size`."""
     norm = dcgan.FusedBatchNormalization if fused else layers.BatchNormalization
     ups = (size // 4).bit_length() - 1  # 4 -> 8 -> 16 -> 32 (-> 64)
     filters = width * 2 ** (ups - 1)
@@ -64,8 +61,7 @@ def dcgan_generator(noise_dim=100, size=64, channels=3, width=64, synchronized=F
 
 # 04_dcgan.ipynb, section 'The models and their optimizers'
 def dcgan_discriminator(shape=(64, 64, 3), width=64, synchronized=False, fused=True):
-    """The DCGAN discriminator: stride-2 4x4 convolutions, batch norm after all but the first,
-    LeakyReLU(0.2), each halving the size down to 4x4; then one float32 logit."""
+    """The DCGAN discriminator: each strided convolution halves the image, down to 4x4."""
     norm = dcgan.FusedBatchNormalization if fused else layers.BatchNormalization
     stack, filters = [keras.Input(shape)], width
     for i in range((shape[0] // 4).bit_length() - 1):
@@ -81,8 +77,7 @@ def dcgan_discriminator(shape=(64, 64, 3), width=64, synchronized=False, fused=T
 # 04_dcgan.ipynb, section 'The models and their optimizers'
 def build_pair(architecture, shape, synchronized=False, dropout=0.3, fused_bn=True,
                fast_dropout=True, noise_dim=100):
-    """(generator, discriminator) for images of `shape`: "tutorial" (28x28) or "dcgan" (32x32
-    or 64x64). `fused_bn` / `fast_dropout` False: Keras's own layers (the ablation's baseline)."""
+    """(generator, discriminator): "tutorial" (28x28) or "dcgan" (32x32 or 64x64) images."""
     dcgan.architecture_rule(shape)("architecture", architecture)  # it makes these images
     if architecture == "tutorial":
         return (tutorial_generator(noise_dim, shape[2], synchronized, tuned=fused_bn),

@@ -6,37 +6,6 @@ notebook, then run ``make lessons``. ``make test`` fails if this file and the no
 
 # ruff: noqa: E402
 
-# 04_dcgan.ipynb, section 'Data'
-import tensorflow as tf
-
-from helpers.dcgan import to_gan_range  # uint8 images to float32 in [-1, 1]
-
-
-def epoch_batches(images, batch_size, seed=0):
-    """`make(epoch)`: that epoch's full batches in [-1, 1], in an order fixed by (seed, epoch)."""
-    pixels = tf.constant(images)
-    count = (len(images) // batch_size) * batch_size  # full batches: static shapes for XLA
-
-    def make(epoch):  # a Python int, or a scalar tensor (run_batches passes one)
-        key = tf.stack([tf.constant(seed, tf.int64), tf.cast(epoch, tf.int64)])
-        order = tf.random.experimental.stateless_shuffle(tf.range(len(images)), seed=key)
-        return (tf.data.Dataset.from_tensor_slices(order[:count])
-                .batch(batch_size, drop_remainder=True)
-                .map(lambda index: to_gan_range(tf.gather(pixels, index)))
-                .prefetch(tf.data.AUTOTUNE))
-    return make
-
-
-# 04_dcgan.ipynb, section 'Data'
-def run_batches(make_dataset, epochs, steps_per_epoch, step=0):
-    """Epochs `step // steps_per_epoch` to `epochs` as one stream, starting at `step`."""
-    first = step // steps_per_epoch
-    return (tf.data.Dataset.range(first, max(first, epochs))
-            .flat_map(lambda epoch: make_dataset(epoch).take(steps_per_epoch))
-            .skip(step - first * steps_per_epoch)  # the batches this epoch already trained on
-            .prefetch(tf.data.AUTOTUNE))
-
-
 # saved apart, in helpers/lessons/dcgan_networks.py: they need no TensorFlow
 from helpers.lessons.dcgan_networks import (
     build_pair,
@@ -47,33 +16,31 @@ from helpers.lessons.dcgan_networks import (
 )
 
 
-# 04_dcgan.ipynb, section 'The models and their optimizers'
+# 04_dcgan.ipynb, section 'Why float16 needs loss scaling, in three lines'
+import time
+
 import keras
+import numpy as np
 import tensorflow as tf
 
-from helpers import dcgan  # plumbing: the history and the scores
+from helpers import dcgan  # plumbing: the history, the scores, the images' range
 
 
-def make_optimizer(policy, learning_rate=2e-4, beta_1=0.5):
-    adam = keras.optimizers.Adam(learning_rate, beta_1=beta_1)  # the DCGAN paper's settings
-    if policy == "mixed_float16":  # float16 gradients underflow: scale the loss up first
-        return keras.optimizers.LossScaleOptimizer(adam)
-    return adam
-
-
-# 04_dcgan.ipynb, section 'The models and their optimizers'
 def build_gan(architecture, shape, policy, fused_bn=True, fast_dropout=True, seed=0):
-    """Generator, discriminator and an optimizer for each, computing in `policy`."""
+    """Generator, discriminator and an Adam for each, computing in `policy`."""
     previous = keras.mixed_precision.global_policy()
     keras.mixed_precision.set_global_policy(policy)  # layers made now compute in it
     keras.utils.set_random_seed(seed)
-    generator, discriminator = build_pair(
-        architecture, shape, fused_bn=fused_bn, fast_dropout=fast_dropout)
+    models = build_pair(architecture, shape, fused_bn=fused_bn, fast_dropout=fast_dropout)
     keras.mixed_precision.set_global_policy(previous)
-    optimizers = make_optimizer(policy), make_optimizer(policy)
-    for optimizer, model in zip(optimizers, (generator, discriminator), strict=True):
+    optimizers = []
+    for model in models:
+        optimizer = keras.optimizers.Adam(2e-4, beta_1=0.5)  # the DCGAN paper's settings
+        if policy == "mixed_float16":  # float16 gradients underflow: scale the loss up first
+            optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
         optimizer.build(model.trainable_variables)  # its variables exist before a restore
-    return generator, discriminator, *optimizers
+        optimizers.append(optimizer)
+    return *models, *optimizers
 
 
 # 04_dcgan.ipynb, section 'The training step'
@@ -119,10 +86,52 @@ def make_train_step(generator, discriminator, g_opt, d_opt, rng, d_steps=1, jit_
     return train_step
 
 
+# 04_dcgan.ipynb, section 'Batches, and a loop that does not stall'
+def train(run, batches, epochs, steps_per_epoch, read_back=20, step_fn=None, save=None,
+          every=0, deadline=None):
+    step_fn = step_fn or run.train_step
+    step = int(run.step.numpy())  # read back once; from here on counted on the host
+    for epoch in range(step // steps_per_epoch, epochs):
+        start, images, pending = time.perf_counter(), 0, []
+        while step < (epoch + 1) * steps_per_epoch:
+            batch = next(batches)
+            pending.append((step + 1, *step_fn(batch)))  # queued: nothing waits for it
+            step, images = step + 1, images + batch.shape[0]
+            if len(pending) == read_back or (save and step % every == 0):
+                run.history.add_losses(pending)  # one wait for the device, for them all
+                pending = []
+                if save and step % every == 0:
+                    save(run, step)
+        run.history.add_losses(pending)
+        run.step.assign(step)
+        run.history.end_epoch(run.generator, epoch, step, time.perf_counter() - start, images,
+                              epochs)  # prints the epoch's time, and the time left at its pace
+        if save:
+            save(run, step)
+        if deadline and epoch + 1 < epochs and time.time() + time.perf_counter() - start > deadline:
+            break  # the next epoch, at this one's pace, would end past the session's budget
+    return step
+
+
+# 04_dcgan.ipynb, section 'A first epoch, and a score you can watch'
+from types import SimpleNamespace
+
+
+def new_run(architecture, shape, policy, d_steps, xla, directory, scorer=None):
+    """A run's models, optimizers, noise generator, step counter, history and compiled step."""
+    generator, discriminator, g_opt, d_opt = build_gan(architecture, shape, policy)
+    rng = tf.random.Generator.from_seed(0)  # the noise
+    step = tf.Variable(0, dtype=tf.int64, trainable=False)
+    train_step = make_train_step(generator, discriminator, g_opt, d_opt, rng, d_steps,
+                                 jit_compile=xla)
+    return SimpleNamespace(generator=generator, discriminator=discriminator, g_opt=g_opt,
+                           d_opt=d_opt, rng=rng, step=step, train_step=train_step,
+                           history=dcgan.History(directory, scorer=scorer))
+
+
 # 04_dcgan.ipynb, section 'What each change buys: an ablation on this device'
 def tutorial_step(batch_size=256, noise_dim=100):
     """The TF tutorial's step as published: float32, Keras's layers, Adam(1e-4), no XLA."""
-    keras.mixed_precision.set_global_policy("float32")
     generator = tutorial_generator(noise_dim, tuned=False)
     discriminator = tutorial_discriminator(tuned=False)
     g_opt, d_opt = keras.optimizers.Adam(1e-4), keras.optimizers.Adam(1e-4)
@@ -145,158 +154,44 @@ def tutorial_step(batch_size=256, noise_dim=100):
 
 
 # 04_dcgan.ipynb, section 'What each change buys: an ablation on this device'
-from helpers.timing import measure  # the harness: warm-up, device sync, median of repeats
-
-
-def our_step(batch_size, policy, jit_compile, fused_bn, fast_dropout):
+def our_step(policy, jit_compile, fused_bn=False, fast_dropout=False):
     generator, discriminator, g_opt, d_opt = build_gan(
         "tutorial", (28, 28, 1), policy, fused_bn=fused_bn, fast_dropout=fast_dropout)
     rng = tf.random.Generator.from_seed(0)
     return make_train_step(generator, discriminator, g_opt, d_opt, rng, jit_compile=jit_compile)
 
 
-def ablation(policy, use_xla, batch_size=256, repeats=10):
-    """images/s of the tutorial's step, then with each change added in turn (None: skipped)."""
-    images = tf.random.uniform((batch_size, 28, 28, 1), -1.0, 1.0)
-    changes = [("+ precision", "policy", policy, policy == "float32"),
-               ("+ XLA", "jit_compile", True, not use_xla),
-               ("+ fused batch norm", "fused_bn", True, False),
-               ("+ cheaper dropout", "fast_dropout", True, False)]
-    config = dict(policy="float32", jit_compile=False, fused_bn=False, fast_dropout=False)
-    steps = [("tutorial step, as published", tutorial_step(batch_size))]
-    for name, key, value, skipped in changes:
-        config = config if skipped else {**config, key: value}
-        steps.append((name, None if skipped else our_step(batch_size, **config)))
-    return [(name, step and measure(lambda s=step: s(images), repeats=repeats,
-                                    work=batch_size).rate) for name, step in steps]
+# 04_dcgan.ipynb, section 'What each change buys: an ablation on this device'
+def ablation_rows(policy, use_xla, batch_size=256):
+    """{row: (step, batch function, images per step)}; None where the change does not apply."""
+    x = np.random.default_rng(0).integers(0, 256, (4 * batch_size, 28, 28, 1), np.uint8)
+    host = iter(tf.data.Dataset.from_tensor_slices(x).repeat().batch(batch_size)
+                .map(dcgan.to_gan_range).prefetch(tf.data.AUTOTUNE))  # copied each step
+    on_device = dcgan.to_gan_range(tf.constant(x[:2 * batch_size]))  # copied there once
+    ours = our_step(policy, use_xla)
+    return {
+        "TF tutorial's step, as published": (tutorial_step(batch_size), host.__next__, batch_size),
+        f"+ {policy}": (our_step(policy, False), host.__next__, batch_size)
+        if policy != "float32" else None,
+        "+ XLA": (our_step(policy, True), host.__next__, batch_size) if use_xla else None,
+        "+ data on the device": (ours, lambda: on_device[:batch_size], batch_size)
+        if tf.config.list_logical_devices("GPU") else None,  # a CPU's memory is the host's
+        f"+ batch {2 * batch_size}": (ours, lambda: on_device, 2 * batch_size),
+        "+ this course's layers": (our_step(policy, use_xla, fused_bn=True, fast_dropout=True),
+                                   lambda: on_device, 2 * batch_size),
+    }
 
 
-# 04_dcgan.ipynb, section 'Checkpoints'
-import os
-import signal
-import time
-from pathlib import Path
-from types import SimpleNamespace
-
-
-def by_position(variables):
-    # keyed by position: layer names carry numbers Keras counts per session (dense_1...),
-    # and `variables` includes dropout's seed state, which TF's own tracking misses
-    return {f"v{i:03d}": v for i, v in enumerate(variables)}
-
-
-def make_checkpoint(directory, step, rng, keep=3, **parts):
-    """A Checkpoint of the models, optimizers, step and noise state, and its manager."""
-    checkpoint = tf.train.Checkpoint(
-        step=step, rng=rng, **{name: by_position(p.variables) for name, p in parts.items()})
-    dcgan.set_aside_unreadable_index(directory)  # an emptied index file stops the manager
-    return tf.train.CheckpointManager(checkpoint, str(directory), max_to_keep=keep)
-
-
-# 04_dcgan.ipynb, section 'Checkpoints'
-from helpers.errors import RunSettingsChanged, RunUnreadable  # errors shown as one line
-
-OTHER_VARIABLES = (tf.errors.InvalidArgumentError, ValueError, AssertionError)  # not damage
-
-def restore(manager):
-    """Restore the newest checkpoint file that loads (whatever the index lists); its step. An
-    unreadable one is skipped; one that holds other variables (another run's) stops."""
-    for path in reversed(on_disk := dcgan.checkpoints_on_disk(manager.directory)):
-        try:
-            manager.checkpoint.restore(path).assert_existing_objects_matched()
-        except OTHER_VARIABLES as error:  # other shapes or objects: made with other settings
-            raise RunSettingsChanged(f"{path} holds other variables than this run's ({error!s:.80})"
-                                     "; nothing was deleted: use another run_dir") from None
-        except Exception as error:  # truncated, garbled or missing: try the one before
-            print(f"WARNING: {Path(path).name} could not be read ({type(error).__name__})")
-            continue
-        print(f"Resumed from {Path(path).name} at step {int(manager.checkpoint.step)}.")
-        return int(manager.checkpoint.step)
-    if on_disk:  # none readable: a new run here would overwrite or prune them
-        raise RunUnreadable(f"no checkpoint in {manager.directory} could be read; nothing was "
-                            "deleted: use another run_dir, or fresh_start=True to replace them")
-    print("No checkpoint to resume from: a new run.")
-    return 0
-
-
-# 04_dcgan.ipynb, section 'Checkpoints'
-def save(run, step):
-    run.step.assign(step)  # the host's count, into the checkpointed variable
-    run.manager.save(checkpoint_number=step)  # then prunes the oldest beyond max_to_keep
-    run.history.save()
-
-
-# 04_dcgan.ipynb, section 'Checkpoints'
-def start_run(settings, shape, scorer=None):
-    """Everything a run needs, restored from its last checkpoint where there is one."""
-    s = settings
-    generator, discriminator, g_opt, d_opt = build_gan(s["architecture"], shape, s["policy"])
-    rng = tf.random.Generator.from_seed(0)  # the noise; its state is checkpointed too
-    step = tf.Variable(0, dtype=tf.int64, trainable=False)
-    manager = make_checkpoint(Path(s["directory"]) / "checkpoints", step, rng,
-                              generator=generator, discriminator=discriminator,
-                              g_opt=g_opt, d_opt=d_opt)
-    history = dcgan.History(s["directory"], scorer=scorer)  # losses, grids, scores
-    history.load(restore(manager))
-    on_disk = dcgan.checkpoints_on_disk(manager.directory)
-    if on_disk and int(step) < int(on_disk[-1].rsplit("-", 1)[1]):
-        # a newer one was unreadable: max_to_keep None prunes none, so the good ones stay
-        manager = tf.train.CheckpointManager(manager.checkpoint, manager.directory, None)
-    train_step = make_train_step(generator, discriminator, g_opt, d_opt, rng,
-                                 s["d_steps"], jit_compile=s["xla"])
-    return SimpleNamespace(train_step=train_step, manager=manager, history=history,
-                           generator=generator, discriminator=discriminator, step=step)
-
-
-# 04_dcgan.ipynb, section 'The training loop'
-def train(run, make_batches, epochs, steps_per_epoch, every=200, read_back=20, step_fn=None,
-          deadline=None):
-    step_fn = step_fn or run.train_step
-    step = int(run.step.numpy())  # read back once; from here on counted on the host
-    batches = iter(run_batches(make_batches, epochs, steps_per_epoch, step))
-    for epoch in range(step // steps_per_epoch, epochs):
-        start, images, pending = time.perf_counter(), 0, []
-        while step < (epoch + 1) * steps_per_epoch:
-            batch = next(batches)
-            pending.append((step + 1, *step_fn(batch)))  # queued: nothing waits for it
-            step, images = step + 1, images + batch.shape[0]
-            if len(pending) == read_back or step % every == 0:
-                run.history.add_losses(pending)  # one wait for the device, for them all
-                pending = []
-            if step % every == 0:
-                save(run, step)
-        run.history.add_losses(pending)
-        run.history.end_epoch(run.generator, epoch, step, time.perf_counter() - start, images,
-                              epochs)  # prints the epoch's time, and the time left at its pace
-        save(run, step)
-        took = time.perf_counter() - start  # the epoch, with its score and checkpoint
-        if deadline and epoch + 1 < epochs and time.time() + took > deadline:
-            break  # the next epoch, at this one's pace, would end past the session's budget
-    return step
-
-
-# 04_dcgan.ipynb, section 'A disconnect, for real'
-from helpers import data
-
-
-def child_main(settings, die_at_step, images_file):
-    """The run, in a process of its own, until it kills itself before step `die_at_step`."""
-    s = settings
-    images = data.load_saved(images_file)  # the kernel's images, handed over: no download
-    scorer = dcgan.Scorer(images.x_train, images.y_train, images.x_test,
-                              len(images.class_names), Path(s["directory"]) / "scorer",
-                              s["dataset"], verbose=False)  # the notebook cached it
-    run = start_run(s, images.shape, scorer)
-    step = int(run.step.numpy())
-
-    def dying_step(batch):
-        nonlocal step
-        step += 1
-        if step == die_at_step:  # SIGKILL: no clean-up, no save, like a runtime taken away
-            print(f"killed at step {step}", flush=True)
-            os.kill(os.getpid(), signal.SIGKILL)
-        return run.train_step(batch)
-
-    steps_per_epoch = len(images.x_train) // s["batch_size"]
-    make_batches = epoch_batches(images.x_train, s["batch_size"], seed=0)
-    train(run, make_batches, s["epochs"], steps_per_epoch, s["every"], step_fn=dying_step)
+# 04_dcgan.ipynb, section 'What each change buys: an ablation on this device'
+def time_rows(rows, rounds=5, steps=4):
+    """{row: its images/s in each round}, the rows timed in turn, round after round."""
+    rates = {name: [] for name, row in rows.items() if row}
+    for _ in range(rounds + 1):  # round 0 warms up: tracing and compiling
+        for name in rates:
+            step, feed, batch = rows[name]
+            start = time.perf_counter()
+            for _ in range(steps):
+                losses = step(feed())
+            float(losses[0])  # the steps were queued: wait until the device has done them
+            rates[name].append(steps * batch / (time.perf_counter() - start))
+    return {name: seconds[1:] for name, seconds in rates.items()}

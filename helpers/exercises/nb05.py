@@ -1,0 +1,82 @@
+"""Checks for notebook 05's exercises (survive a disconnect)."""
+
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from helpers.exercises import exercise, require
+
+
+@exercise("05.1", "resume from the newest checkpoint",
+          hint="`checkpoint = tf.train.Checkpoint(step=step, weights=weights)`, `manager = "
+               "tf.train.CheckpointManager(checkpoint, directory, max_to_keep=3)`, then "
+               "`checkpoint.restore(manager.latest_checkpoint)` (it is None in an empty folder, "
+               "and restoring None does nothing); return `manager, int(step)`.",
+          right="It starts at 0 in an empty folder, and new objects resume at the newest "
+                "checkpoint, with the values saved there.")
+def resume(resume_fn) -> str | None:
+    import tensorflow as tf
+
+    def fresh():
+        return tf.Variable(0, dtype=tf.int64, trainable=False), tf.Variable(tf.zeros(3))
+
+    with tempfile.TemporaryDirectory(prefix="exercise-05-1-", ignore_cleanup_errors=True) as path:
+        step, weights = fresh()
+        result = resume_fn(path, step, weights)
+        require(result)
+        manager, start = result
+        require(manager, start)
+        if int(start) != 0 or int(step.numpy()) != 0:
+            return f"In an empty folder it returned step {int(start)}, not 0 (a new run)."
+        for number in (5, 12):  # two checkpoints: resuming must take the newest
+            step.assign(number)
+            weights.assign([number, number + 1, number + 2])
+            manager.save(checkpoint_number=number)
+        if not list(Path(path).glob("*.index")):
+            return ("Its manager saved nowhere in the folder it was given: make the "
+                    "`CheckpointManager` with `directory`.")
+        step, weights = fresh()  # new objects, as after a disconnect
+        _, start = resume_fn(path, step, weights)
+    if int(start) == 0:
+        return ("With checkpoints at steps 5 and 12 in the folder, it started at 0: restore "
+                "`manager.latest_checkpoint` into the checkpoint.")
+    if int(start) != 12:
+        return (f"With checkpoints at steps 5 and 12 in the folder, it resumed at {int(start)}: "
+                "resume from the newest, `manager.latest_checkpoint`.")
+    if int(step.numpy()) != 12 or not np.allclose(weights.numpy(), [12, 13, 14]):
+        return ("It returned step 12, but the variables it was given still hold their fresh "
+                "values: restore them with `checkpoint.restore(...)`, then read the step.")
+    return None
+
+
+@exercise("05.2", "refuse to resume a run whose settings changed",
+          hint="`path = Path(folder) / 'run.json'`; if it does not exist, "
+               "`path.write_text(json.dumps(settings))` and return False; otherwise compare "
+               "`json.loads(path.read_text())` with `settings`, raise an error naming the keys "
+               "that differ, and return True when none does.",
+          right="A new folder got its run.json and the answer 'a new run'; the same settings "
+                "resume; other ones stop with the change named, and run.json is untouched.")
+def same_settings(fn) -> str | None:
+    first = {"batch_size": 256, "precision": "mixed_float16", "data": "mnist"}
+    with tempfile.TemporaryDirectory(prefix="exercise-05-2-", ignore_cleanup_errors=True) as path:
+        result = fn(path, dict(first))
+        require(result)
+        saved = Path(path) / "run.json"
+        if result is not False or not saved.exists():
+            return ("In an empty folder it must write run.json and return False (a new run); "
+                    f"it returned {result!r}" + ("" if saved.exists() else ", writing nothing."))
+        written = saved.read_bytes()
+        if fn(path, dict(first)) is not True:
+            return "Called again with the same settings, it must return True (resume)."
+        try:
+            fn(path, {**first, "precision": "float32"})
+        except Exception as error:  # any error: the task does not name its type
+            if "precision" not in str(error):
+                return f"It stopped, but its message does not name what changed: {error!s:.80}"
+        else:
+            return ("With another precision it went on: a checkpoint made in mixed_float16 "
+                    "would be restored into float32 models. Raise an error naming the change.")
+        if saved.read_bytes() != written:
+            return "It rewrote run.json with the new settings: leave the run's file as it was."
+    return None

@@ -1,0 +1,147 @@
+"""Notebook 05's exercise checks: each says "right" to its solution (the block in
+solutions/05_survive_a_disconnect.py, run as the notebook would) and "not yet", with the
+expected reason, to the untouched exercise and to the usual mistakes."""
+
+import json
+import tempfile
+from pathlib import Path
+
+import pytest
+from solved import solution_functions
+
+from helpers.exercises import check
+
+UNTOUCHED = "still holds its placeholder"
+
+
+@pytest.fixture(scope="module")
+def solved(tf):
+    """The names the solutions define, with the notebook's `tf` and `keras`."""
+    import keras
+
+    return solution_functions("05_survive_a_disconnect", tf=tf, keras=keras, json=json, Path=Path)
+
+
+def untouched(*args, **kwargs):
+    """An exercise function whose body is still `...`."""
+
+
+# 05.1: resume
+
+
+def test_resume_solution_is_right(solved):
+    verdict = check("05.1", solved["resume"])
+    assert verdict.passed, verdict.message
+
+
+def test_resume_untouched_is_not_done():
+    assert UNTOUCHED in check("05.1", untouched).message
+
+
+def _resume(tf, which=None, restore=True):
+    def resume(directory, step, weights):
+        checkpoint = tf.train.Checkpoint(step=step, weights=weights)
+        manager = tf.train.CheckpointManager(checkpoint, directory, max_to_keep=3)
+        if restore and manager.checkpoints:
+            checkpoint.restore(manager.checkpoints[which])
+        return manager, int(step.numpy())
+
+    return resume
+
+
+def test_resume_right_with_latest_checkpoint_and_read(tf):
+    def resume(directory, step, weights):
+        checkpoint = tf.train.Checkpoint(step=step, weights=weights)
+        if newest := tf.train.latest_checkpoint(directory):
+            checkpoint.read(newest).assert_existing_objects_matched()
+        return tf.train.CheckpointManager(checkpoint, directory, max_to_keep=5), int(step)
+
+    verdict = check("05.1", resume)
+    assert verdict.passed, verdict.message
+
+
+def test_resume_catches_no_restore(tf):
+    verdict = check("05.1", _resume(tf, restore=False))
+    assert not verdict.passed and "started at 0" in verdict.message
+
+
+def test_resume_catches_the_oldest_checkpoint(tf):
+    verdict = check("05.1", _resume(tf, which=0))
+    assert not verdict.passed and "resumed at 5" in verdict.message
+
+
+def test_resume_catches_a_step_read_from_the_file_name(tf):
+    def from_name(directory, step, weights):  # the number, but not the values
+        manager = tf.train.CheckpointManager(
+            tf.train.Checkpoint(step=step, weights=weights), directory, max_to_keep=3)
+        latest = manager.latest_checkpoint
+        return manager, int(latest.rsplit("-", 1)[1]) if latest else 0
+
+    verdict = check("05.1", from_name)
+    assert not verdict.passed and "fresh values" in verdict.message
+
+
+def test_resume_leaves_no_folder_behind(tf, tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    check("05.1", _resume(tf, which=-1))
+    assert list(tmp_path.iterdir()) == []
+
+
+# 05.2: run settings
+
+
+def test_settings_solution_is_right(solved):
+    verdict = check("05.2", solved["same_settings"])
+    assert verdict.passed, verdict.message
+
+
+def test_settings_untouched_is_not_done():
+    assert UNTOUCHED in check("05.2", untouched).message
+
+
+def _settings(overwrite=False, write=True, raises=False):
+    def same_settings(folder, settings):
+        path = Path(folder) / "run.json"
+        if raises and path.exists():
+            raise ValueError("run.json exists")  # names nothing that changed
+        existed = path.exists()
+        if write and (overwrite or not existed):
+            path.write_text(json.dumps(settings))
+        return existed
+
+    return same_settings
+
+
+def test_settings_catches_a_run_that_goes_on_with_other_settings():
+    verdict = check("05.2", _settings(overwrite=True))
+    assert not verdict.passed and "went on" in verdict.message
+
+
+def test_settings_catches_nothing_written():
+    verdict = check("05.2", _settings(write=False))
+    assert not verdict.passed and "writing nothing" in verdict.message
+
+
+def test_settings_catches_an_error_for_the_same_settings():
+    verdict = check("05.2", _settings(raises=True))  # even with the same settings
+    assert not verdict.passed and "raised ValueError: run.json exists" in verdict.message
+
+
+def test_settings_right_written_otherwise(tmp_path):
+    def same_settings(folder, settings):  # a KeyError-free compare, and its own error type
+        run = tmp_path / "unused"
+        path = f"{folder}/run.json"
+        try:
+            with open(path) as f:
+                saved = json.load(f)
+        except FileNotFoundError:
+            with open(path, "w") as f:
+                json.dump(settings, f)
+            return False
+        for key in settings:
+            if saved.get(key) != settings[key]:
+                raise ValueError(f"{key} was {saved.get(key)!r}, now {settings[key]!r}")
+        return not run.exists()
+
+    verdict = check("05.2", same_settings)
+    assert verdict.passed, verdict.message
