@@ -94,7 +94,7 @@ class History:
                   epochs: int | None = None) -> dict:
         """Save the epoch's grid and score; print one line (with ``epochs``: the time left)."""
         grid = self.directory / "grids" / f"epoch_{epoch + 1:04d}.png"
-        save_grid(generator(self.fixed_noise, training=False), grid)
+        Image.fromarray(_canvas(generator(self.fixed_noise, training=False))).save(grid)
         row = {"epoch": epoch + 1, "step": step, "seconds": seconds,
                "images_per_s": images / seconds if seconds else None, "grid": grid.name}
         if self.scorer is not None:
@@ -107,7 +107,7 @@ class History:
         if "inception_score" in row:
             line += f", score {row['inception_score']:.2f}"
         if (left := (epochs or 0) - epoch - 1) > 0:
-            line += (f"; it took {seconds:.1f} s, so about {duration(left * seconds)} for the "
+            line += (f"; it took {duration(seconds)}, so about {duration(left * seconds)} for the "
                      f"{left} left")
         print(line, flush=True)
         return row
@@ -131,11 +131,6 @@ def _canvas(generated, columns: int = 4) -> np.ndarray:
         r, col = divmod(i, columns)
         canvas[r * h : (r + 1) * h, col * w : (col + 1) * w] = image
     return canvas[..., 0] if c == 1 else canvas
-
-
-def save_grid(generated, path, columns: int = 4) -> None:
-    """Save generator output (N, H, W, C) in [-1, 1] as one PNG grid."""
-    Image.fromarray(_canvas(generated, columns)).save(path)
 
 
 def show_grids(grids: dict):
@@ -194,7 +189,7 @@ def plot_history(history: dict, real: dict | None = None, marks: dict | None = N
         if real:
             ax.axhline(real[key], linestyle="--", color="gray", label="real images")
         ax.set(xlabel="epoch", title=title)
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
         ax.legend(fontsize=7)
     return fig
 

@@ -151,7 +151,8 @@ def tf_vs_numpy(records: list[dict], cpu: str) -> dict | None:
     tf_r, np_r = (pair[max(sizes), name] for name in ("matmul", "numpy matmul"))
     return {"size": max(sizes), "tf_gflops": tf_r["tflops"] * 1e3, "numpy_gflops": np_r["tflops"]
             * 1e3, "ratio": tf_r["tflops"] / np_r["tflops"], "overlap": tf_r["gflops_iqr"][0] <=
-            np_r["gflops_iqr"][1] and np_r["gflops_iqr"][0] <= tf_r["gflops_iqr"][1]}
+            np_r["gflops_iqr"][1] and np_r["gflops_iqr"][0] <= tf_r["gflops_iqr"][1],
+            "wide": max(hi / lo for lo, hi in (tf_r["gflops_iqr"], np_r["gflops_iqr"])) > 3}
 
 
 def summary_lines(records: list[dict], cpu: str) -> list[str]:
@@ -165,8 +166,10 @@ def summary_lines(records: list[dict], cpu: str) -> list[str]:
         return lines
     return [f"CPU float32 at {cmp['size']}x{cmp['size']}, measured alternately: TensorFlow "
             f"{cmp['tf_gflops']:,.1f} GFLOP/s, NumPy {cmp['numpy_gflops']:,.1f} GFLOP/s, ratio "
-            f"{cmp['ratio']:.2f}; their IQRs " + ("overlap: no difference beyond the spread." if
-            cmp["overlap"] else "do not overlap: a difference beyond the spread.")] + lines
+            f"{cmp['ratio']:.2f}; " + ("a spread too wide to judge (a busy machine, or too few "
+            "repeats): run it again." if cmp["wide"] else "their IQRs overlap: no difference "
+            "beyond the spread." if cmp["overlap"] else "their IQRs do not overlap: a difference "
+            "beyond the spread.")] + lines
 
 
 def ratio_lines(rates: dict, pairs: list[tuple[str, str]]) -> list[str]:
