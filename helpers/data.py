@@ -1,5 +1,4 @@
-"""Image data sets: MNIST, Fashion-MNIST, CIFAR-10, or offline (``COURSE_OFFLINE=1``) an announced
-fallback (scikit-learn's bundled digits resized, or generated images), never a silent one."""
+"""MNIST, Fashion-MNIST, CIFAR-10, or offline (``COURSE_OFFLINE=1``) an announced fallback."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Plumbing of notebook 04 (DCGAN), reused by 05, 06 and 09: precision and XLA per device, a
-run's history, grids and plots, an offline scorer, and faster batch norm and dropout layers."""
+"""Plumbing of notebook 04 (DCGAN), reused by 05, 06, 09: history, plots, scorer, faster layers."""
 
 from __future__ import annotations
 
@@ -43,9 +42,8 @@ def to_gan_range(images):
 
 def architecture_for(shape, requested: str = "auto") -> str:
     """ "tutorial" for 28x28 images and "dcgan" for 32x32 or 64x64, unless one is asked for."""
-    if requested != "auto":
-        return requested
-    return "tutorial" if tuple(shape[:2]) == (28, 28) else "dcgan"
+    auto = "tutorial" if tuple(shape[:2]) == (28, 28) else "dcgan"
+    return auto if requested == "auto" else requested
 
 
 def architecture_rule(shape):
@@ -63,7 +61,6 @@ def fixed_noise(noise_dim: int = 100) -> np.ndarray:
 
 class History:
     """A run's losses, epoch rows and grids in ``directory``, loaded up to a restored step."""
-
     def __init__(self, directory, noise_dim: int = 100, scorer=None):
         self.directory = Path(directory)
         (self.directory / "grids").mkdir(parents=True, exist_ok=True)
@@ -146,8 +143,7 @@ def show_grids(grids: dict):
 
 
 def make_gif(grids: list[Path], path, scale: int = 4) -> Path:
-    """An animated GIF of the epoch grids, enlarged ``scale`` times, each frame labelled with its
-    epoch (from the file name); no grids: a one-line error."""
+    """An animated GIF of the epoch grids, ``scale`` times larger, each frame labelled by epoch."""
     grids = list(grids)
     if not grids:
         raise invalid("grids", [], "no epoch grids to animate; allowed: a list of one or more "
@@ -164,8 +160,7 @@ def make_gif(grids: list[Path], path, scale: int = 4) -> Path:
 
 
 def plot_history(history: dict, real: dict | None = None, marks: dict | None = None):
-    """Loss curves against the game's equilibrium (D at ln 4, G at ln 2), and each epoch's score
-    and Fréchet distance against real images'; ``marks``: ``{label: step}`` lines on the losses."""
+    """Losses against equilibrium, epoch scores against real images'; ``marks``: {label: step}."""
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
@@ -195,8 +190,7 @@ def plot_history(history: dict, real: dict | None = None, marks: dict | None = N
 
 
 def ablation_table(rows: dict, rates: dict):
-    """Each row's median images/s and spread (IQR of the rounds), against the tutorial's and the
-    row above (where their spreads overlap, the change bought nothing measurable here)."""
+    """Each row's median images/s (IQR) vs the tutorial's and the row above (overlap: no gain)."""
     base, above, table = float(np.median(next(iter(rates.values())))), None, []
     for name in rows:
         if name not in rates:
@@ -225,8 +219,7 @@ def plot_ablation(rates: dict):
 
 
 def plot_classes(generated, real, class_names):
-    """Bars: the share of each class the classifier sees in generated images, beside the real
-    data's (a generator that collapsed onto a few modes shows a few tall bars)."""
+    """Each class's share in generated images beside the real data's (a few tall bars: collapse)."""
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(8, 3), layout="tight")
@@ -253,8 +246,7 @@ def inception_score(probabilities: np.ndarray) -> float:
 
 
 def frechet_distance(a: np.ndarray, b: np.ndarray, eps: float = 1e-6) -> float:
-    """Fréchet distance between Gaussians fitted to two sets of rows; as in TTUR and pytorch-fid,
-    a singular product gets ``eps`` on both diagonals, and its root's real part is used."""
+    """Fréchet distance of Gaussians fitted to two sets of rows (singular case: as pytorch-fid)."""
     from scipy import linalg
 
     a, b = np.asarray(a, dtype="float64"), np.asarray(b, dtype="float64")
@@ -275,7 +267,6 @@ def frechet_distance(a: np.ndarray, b: np.ndarray, eps: float = 1e-6) -> float:
 
 class Scorer:
     """Trains (or loads from ``cache_dir``) the classifier, then scores batches of images."""
-
     def __init__(self, x_train, y_train, x_reference, classes: int, cache_dir, name: str,
                  epochs: int | None = None, verbose: bool = True):
         import keras
@@ -284,8 +275,7 @@ class Scorer:
         shape = tuple(x_train.shape[1:])
         tag = f"{name}_{'x'.join(map(str, shape))}_{len(x_train)}_{epochs}"
         path = Path(cache_dir) / f"scorer_{tag}.weights.h5"
-        self.model = scoring_classifier(shape, classes)
-        note = None
+        self.model, note = scoring_classifier(shape, classes), None
         if path.exists():
             try:
                 self.model.load_weights(path)
@@ -304,9 +294,8 @@ class Scorer:
             os.replace(partial, path)
             note = f"trained the scoring classifier and cached it as {path.name}"
         self.features = keras.Model(self.model.input, self.model.get_layer("features").output)
-        self.reference = self._features(x_reference / 255.0)
-        # the bar to aim at: 512 real training images (as many as generated ones are scored
-        # with) against the held-out reference
+        self.reference = self._run(self.features, x_reference / 255.0)
+        # the bar to aim at: 512 real images (as many as are generated) against the reference
         self.real = self.score(x_train[:512] / 127.5 - 1.0)
         if verbose:
             print(f"{note}; real images: score {self.real['inception_score']:.2f}, "
@@ -317,17 +306,14 @@ class Scorer:
         return np.concatenate([np.asarray(model(images01[i : i + 256], training=False))
                                for i in range(0, len(images01), 256)])
 
-    def _features(self, images01):
-        return self._run(self.features, images01)
-
     def classify(self, images) -> np.ndarray:  # images in [-1, 1]: each one's likeliest class
         return self._run(self.model, (np.asarray(images) + 1.0) / 2.0).argmax(axis=1)
 
     def score(self, images) -> dict:  # images in [-1, 1], the generator's range
         images01 = (np.asarray(images, dtype="float32") + 1.0) / 2.0
-        probs = self._run(self.model, images01)
-        return {"inception_score": inception_score(probs),
-                "frechet_distance": frechet_distance(self._features(images01), self.reference)}
+        features = self._run(self.features, images01)
+        return {"inception_score": inception_score(self._run(self.model, images01)),
+                "frechet_distance": frechet_distance(features, self.reference)}
 
 def describe() -> str:
     """One line: which path our batch norm and dropout took in this process (and why)."""
@@ -350,7 +336,6 @@ def _define() -> dict:
     @keras.saving.register_keras_serializable(package="helpers")
     class FusedBatchNormalization(keras.layers.BatchNormalization):
         """Keras's ``BatchNormalization`` (same variables) in one ``FusedBatchNormV3`` kernel."""
-
         def _unfusable(self, inputs, mask=None) -> str:
             """Why the fused kernel does not apply ("" when it does); bfloat16 on GPUs: untested."""
             if keras.backend.backend() != "tensorflow":
@@ -401,9 +386,7 @@ def _define() -> dict:
 
     @keras.saving.register_keras_serializable(package="helpers")
     class HalfWordDropout(keras.layers.Dropout):
-        """Keras's ``Dropout`` drawing 16 random bits per element (two per 32-bit word): it drops
-        with probability ``round(rate * 65536) / 65536``, seeded by the layer's generator."""
-
+        """Keras's ``Dropout`` from 16 random bits per element: p = round(rate * 65536) / 65536."""
         def _keras_reason(self) -> str:  # why Keras's own dropout runs ("" when ours does)
             threshold = round(self.rate * 65536)
             reasons = {
@@ -438,8 +421,6 @@ def _define() -> dict:
             return tf.where(keep, inputs * scale, tf.zeros_like(inputs))
 
     return {"FusedBatchNormalization": FusedBatchNormalization, "HalfWordDropout": HalfWordDropout}
-
-
 
 
 def gan_rules(*, dataset, architecture, epochs, batch_size, d_steps, precision, xla,

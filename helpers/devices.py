@@ -1,5 +1,4 @@
-"""What this runtime runs on, said honestly; the ``tf.distribute`` strategy for a device, never
-silently another (:func:`choose_strategy`); and the mixed-precision policy that suits a device."""
+"""What this runtime runs on, said honestly; a device's strategy (never another); its precision."""
 
 from __future__ import annotations
 
@@ -90,8 +89,7 @@ def tpu_hardware_present(environ: Mapping[str, str] | None = None) -> bool:
 
 def detect_tpu(platform: str | None = None, environ: Mapping[str, str] | None = None,
                resolver_factory: Callable | None = None) -> TPUStatus:
-    """Find a TPU, touching no network where there is none: ``TPUClusterResolver(tpu='local')``
-    on Colab (the bare call fails there), the default on Kaggle; else say what to install."""
+    """Find a TPU, touching no network without one (on Colab ``tpu='local'``: a bare call fails)."""
     platform = platform or detect_platform(environ)
     if not tpu_hardware_present(environ):
         return TPUStatus(hardware=False)
@@ -298,7 +296,6 @@ def split_cpu(count: int) -> int:
 
 def accelerator_rule(tpu: TPUStatus | None = None, gpus: list | None = None):
     """A :mod:`helpers.params` rule: one of ``ACCELERATORS`` that this runtime has."""
-
     def rule(name: str, value: object) -> object:
         if value not in ACCELERATORS:
             raise invalid(name, value, f"allowed values are {', '.join(map(repr, ACCELERATORS))}")
@@ -315,8 +312,7 @@ def accelerator_rule(tpu: TPUStatus | None = None, gpus: list | None = None):
 
 def choose_strategy(accelerator: str = "auto", logical_cpus: int = 0,
                     tpu: TPUStatus | None = None, gpus: list | None = None) -> StrategyChoice:
-    """The strategy for ``accelerator``: "auto" takes the TPU, all GPUs, one GPU, then the CPU
-    (split into ``logical_cpus`` devices when 2 or more); a missing one raises, never replaced."""
+    """The strategy for ``accelerator`` ("auto": TPU, GPUs, CPU); a missing one raises."""
     import tensorflow as tf
 
     if accelerator not in ACCELERATORS:
@@ -361,10 +357,9 @@ def bfloat16_native(kind: str, gpus: list[GPU] | None = None, cpuinfo: str | Non
                     for g in gpus]
         return bool(versions) and min(versions) >= (8, 0)
     if cpuinfo is None:
-        try:
+        cpuinfo = ""
+        with contextlib.suppress(OSError):
             cpuinfo = Path("/proc/cpuinfo").read_text()
-        except OSError:
-            return False
     return bool({"avx512_bf16", "amx_bf16"} & set(cpuinfo.split()))  # AVX512_BF16 or AMX_BF16
 
 

@@ -9,9 +9,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 
-class Table:
-    """A table shown as HTML in a notebook and as aligned text everywhere else."""
-
+class Table:  # shown as HTML in a notebook and as aligned text everywhere else
     def __init__(self, rows: Sequence[Sequence[object]], headers: Sequence[str], title: str = ""):
         self.headers, self.title = [str(h) for h in headers], title
         self.rows = [[f"{v:.3g}" if isinstance(v, float) else str(v) for v in row] for row in rows]

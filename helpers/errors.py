@@ -1,7 +1,4 @@
-"""The course's errors and messages: each says what happened and what to do, shown as one line
-in a notebook; :func:`invalid` builds every parameter error."""
-
-from __future__ import annotations
+"""The course's errors: each says what happened and what to do, in one line in a notebook."""
 
 _RESTART = "Restart the kernel (Colab: Runtime > Restart session)"
 TOO_LATE = ("TensorFlow applies device settings only before its first operation, and this session "
@@ -52,7 +49,6 @@ class ChildOutOfMemory(MemoryError):
 
 class ChildDied(RuntimeError):
     """The child process ended without reporting back (a crash, not an out-of-memory kill)."""
-
     def __init__(self, message: str, pid: int | None = None, exitcode: int | None = None):
         super().__init__(message)
         self.pid, self.exitcode = pid, exitcode
@@ -60,7 +56,6 @@ class ChildDied(RuntimeError):
 
 class ChildTimeout(TimeoutError):
     """The child process did not report back in time; it was killed."""
-
     def __init__(self, message: str, pid: int | None = None):
         super().__init__(message)
         self.pid = pid

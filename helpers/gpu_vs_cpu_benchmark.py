@@ -1,5 +1,4 @@
-"""Plumbing of notebook 02 (GPU vs CPU benchmark): matmul throughput against each device's
-published peak (NumPy's BLAS as the CPU's anchor), measured alternately; tables, plots, panel."""
+"""Notebook 02's plumbing: matmuls against each device's published peak and NumPy's, alternated."""
 
 from __future__ import annotations
 
@@ -51,8 +50,7 @@ def _words(name: str) -> str:
 
 
 def find_peak(device: str) -> Peak | None:
-    """A device's published peak ("Tesla T4"), or None: whole words ("L4" is not "L40S"), the
-    longest match."""
+    """A device's peak ("Tesla T4"), or None: the longest whole-word match (L4, not L40S)."""
     found = [(len(_words(p)), peak) for p, peak in PEAKS if _words(p) in _words(device)]
     return max(found, key=lambda match: match[0], default=(0, None))[1]
 

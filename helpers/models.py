@@ -1,7 +1,4 @@
-"""Every classifier the course trains and times, each ending in a float32 layer: ``mnist_cnn``,
-``cifar_cnn`` (02, 03, 07), ``replica_classifier`` (06, 08, 09), ``scoring_classifier`` (04)."""
-
-from __future__ import annotations
+"""Every classifier the course trains and times, each ending in a float32 layer."""
 
 
 def mnist_cnn(input_shape=(28, 28, 1), classes: int = 10):

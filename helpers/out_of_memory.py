@@ -1,5 +1,4 @@
-"""Plumbing of notebook 07 (out of memory): training in a child process (its memory goes back to
-the system as it exits), the largest-batch search, memory readings, the late-setting message."""
+"""Plumbing of 07 (out of memory): training in a child (its memory freed at exit), batch search."""
 
 from __future__ import annotations
 
@@ -23,7 +22,7 @@ from helpers import devices, errors, models, processes
 from helpers.devices import precision
 from helpers.errors import ChildDied, ChildOutOfMemory, ChildTimeout
 from helpers.logs import import_tensorflow
-from helpers.params import integer, list_of, one_of, validate
+from helpers.params import integer, list_of, one_of, proc_kib, validate
 
 
 def late_error(error: BaseException, asked: str) -> errors.LateConfigurationError:
@@ -40,32 +39,21 @@ def gpu_used_mb(index: int = 0) -> float | None:
     return gpus[index]["memory_used_mib"] if len(gpus) > index else None
 
 
-def _status_mb(key: str) -> float | None:
-    """A ``/proc/self/status`` figure (``VmRSS``, ``VmHWM``) in MiB; None where there is none."""
-    with contextlib.suppress(OSError), open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(key + ":"):
-                return int(line.split()[1]) / 1024
-    return None
-
-
 def peak_rss_mb() -> float:
     """Peak resident memory in MiB: Linux's ``VmHWM`` (else ``ru_maxrss``, which survives fork)."""
-    if (hwm := _status_mb("VmHWM")) is not None:
-        return hwm
+    if (hwm := proc_kib("/proc/self/status", "VmHWM")) is not None:
+        return hwm / 1024
     maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return maxrss / 2**20 if sys.platform == "darwin" else maxrss / 1024
 
 
 def current_rss_mb() -> float:
     """The process's resident memory now, in MiB (from /proc; 0 where unavailable)."""
-    return _status_mb("VmRSS") or 0.0
+    return (proc_kib("/proc/self/status", "VmRSS") or 0) / 1024
 
 
 @dataclass
-class BatchSearch:
-    """The largest batch that trained, with every try on the way."""
-
+class BatchSearch:  # the largest batch that trained, with every try on the way
     batch_size: int
     largest_ok: int
     tries: list = field(default_factory=list)  # (batch, "ok" | "OOM")
@@ -77,8 +65,7 @@ class BatchSearch:
 
 def find_max_batch(try_batch: Callable[[int], object], start: int = 8, limit: int = 65536,
                    margin: float = 0.9, multiple: int = 8) -> BatchSearch:
-    """Double from ``start`` (up to ``limit``), then bisect, to the largest batch ``try_batch`` runs
-    without an OOM (other errors raise); choose ``margin`` of it, down to a ``multiple``."""
+    """The largest batch ``try_batch`` runs without OOM (double, then bisect); ``margin`` of it."""
     import tensorflow as tf
 
     tries = []
@@ -107,8 +94,7 @@ def find_max_batch(try_batch: Callable[[int], object], start: int = 8, limit: in
 
 
 def child_memory_setup(task: dict) -> str:
-    """The child's first act: the caller's ``memory_setup(gpus, limit_mb)``, sent as source (07's
-    ``set_gpu_memory`` as last defined), growth or ``task["gpu_limit_mb"]``. Says what it set."""
+    """The child's first act: the caller's ``memory_setup(gpus, limit_mb)``; says what it set."""
     import tensorflow as tf
 
     name, source = task["memory_setup"]
@@ -155,9 +141,8 @@ def _child_main(task: dict) -> dict:
 
 
 def _child_entry(target, task, connection, environ) -> None:
-    """The child's side of :func:`run_in_child`: take the caller's environment now (a fork server's
-    child has the server's), run ``target(task)``, send back its result or error (one line)."""
-    os.environ.clear()
+    """The child's side of :func:`run_in_child`: ``target(task)``'s result or error (one line)."""
+    os.environ.clear()  # the caller's environment now, not the fork server's
     os.environ.update(environ)
     try:
         reply = {"result": target(task)}
@@ -191,9 +176,8 @@ def _death(pid: int, exitcode: int | None, what: str) -> Exception:
 
 
 def run_in_child(target, task, timeout: float = 600, what: str = "") -> dict:
-    """``target(task)`` (importable) in a fresh process: its result, with ``exit_code`` and ``pid``.
-    A SIGKILL (the OOM killer) or an OOM error raises ChildOutOfMemory, another death ChildDied, no
-    reply in ``timeout`` s ChildTimeout, another error RuntimeError. No child outlives the call."""
+    """``target(task)`` in a fresh process that ends with the call: its result, ``exit_code``, pid.
+    An OOM (or SIGKILL) raises ChildOutOfMemory, another death ChildDied, no reply ChildTimeout."""
     what = what or getattr(target, "__name__", "child")
     context = processes.context()
     reader, writer = context.Pipe(duplex=False)
@@ -240,9 +224,7 @@ def run_in_child(target, task, timeout: float = 600, what: str = "") -> dict:
 def train_in_child(model: str, x, y, batch_size: int, steps: int | None = None,
                    policy: str | None = None, gpu_limit_mb: float | None = None, *,
                    memory_setup) -> dict:
-    """Train ``helpers.models.MODELS[model]`` in a child process (:func:`run_in_child`): its
-    history, weights and ``step_rss_mb`` (resident memory's rise), its memory freed as it exits; it
-    first runs ``memory_setup(gpus, limit_mb)`` (growth, or ``gpu_limit_mb``), sent as source."""
+    """Train ``MODELS[model]`` in a child (its memory freed as it exits) after ``memory_setup``."""
     setup = (memory_setup.__name__, textwrap.dedent(inspect.getsource(memory_setup)))
     task = {"model": model, "x": x, "y": y, "batch_size": batch_size, "steps": steps,
             "policy": policy, "gpu_limit_mb": int(gpu_limit_mb) if gpu_limit_mb else None,
@@ -252,9 +234,8 @@ def train_in_child(model: str, x, y, batch_size: int, steps: int | None = None,
 
 def budget_trial(model: str, x, y, budget_mb: float, steps: int = 2, policy: str | None = None,
                  *, memory_setup):
-    """A ``try_batch`` for :func:`find_max_batch`: ``steps`` steps in a child
-    (:func:`train_in_child`) that fail like an OOM past ``budget_mb`` (resident memory's growth on a
-    CPU, a GPU's peak) or in a real OOM; on a GPU a finite budget is also the child's hard limit."""
+    """A ``try_batch`` for :func:`find_max_batch`: ``steps`` in a child, an OOM past ``budget_mb``
+    (a CPU's resident growth, a GPU's peak); on a GPU a finite budget is the child's hard limit."""
     limit = budget_mb if np.isfinite(budget_mb) else None
 
     def try_batch(batch: int) -> float:

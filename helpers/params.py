@@ -1,7 +1,4 @@
-"""Rules for a notebook's papermill parameters: :func:`validate` raises a one-line
-:class:`ParameterError` naming the parameter, the value given and what is allowed."""
-
-from __future__ import annotations
+"""Rules for papermill parameters: :func:`validate` raises a one-line :class:`ParameterError`."""
 
 import contextlib
 import math
@@ -58,7 +55,6 @@ def boolean() -> Rule:
 
 def check(test: Callable[[object], bool], allowed: str) -> Rule:
     """Allow values for which ``test(value)`` is true; ``allowed`` says which."""
-
     def rule(name: str, value: object) -> object:
         if not test(value):
             raise invalid(name, value, allowed)
@@ -69,7 +65,6 @@ def check(test: Callable[[object], bool], allowed: str) -> Rule:
 
 def folder(inside: str | None = None) -> Rule:
     """Allow a work folder the notebook may empty; with ``inside``, strictly within that."""
-
     def rule(name: str, value: object) -> object:
         if not isinstance(value, str) or not value.strip() or "\0" in value:
             raise invalid(name, value, "expected a folder name; allowed: " + workdirs.ALLOWED)
@@ -91,7 +86,6 @@ def folder(inside: str | None = None) -> Rule:
 
 def list_of(item: Rule, allowed: str) -> Rule:
     """Allow a non-empty list (or tuple), without repeats, whose items each pass ``item``."""
-
     def rule(name: str, value: object) -> object:
         if not isinstance(value, list | tuple) or not value:
             raise invalid(name, value, allowed)
@@ -111,7 +105,6 @@ def list_of(item: Rule, allowed: str) -> Rule:
 
 def enough_images(global_batch: object, batches: int = 2) -> Rule:
     """Allow at least ``batches`` global batches of images (``global_batch``: its raw value)."""
-
     def rule(name: str, value: object) -> object:
         least = batches * global_batch if _whole(global_batch) and global_batch >= 1 else 0
         if _whole(value) and value < least:
@@ -124,7 +117,6 @@ def enough_images(global_batch: object, batches: int = 2) -> Rule:
 
 def all_of(*rules: Rule) -> Rule:
     """Apply several rules in order; the first that fails reports."""
-
     def rule(name: str, value: object) -> object:
         for each in rules:
             value = each(name, value)
@@ -146,18 +138,22 @@ def validate(echo: bool = True, **specs: tuple[object, Rule]) -> SimpleNamespace
     return SimpleNamespace(**values)
 
 
+def proc_kib(path: str, key: str) -> int | None:
+    """A ``key:`` figure of a /proc file (``MemAvailable``, ``VmRSS``) in KiB, or None."""
+    with contextlib.suppress(OSError, ValueError, IndexError), open(path) as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    return None
+
+
 def available_memory() -> int | None:
     """Bytes of host memory this runtime can still use (Linux's MemAvailable), or None."""
-    with contextlib.suppress(OSError, ValueError, IndexError), open("/proc/meminfo") as f:
-        for line in f:
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    return None
+    return None if (kib := proc_kib("/proc/meminfo", "MemAvailable")) is None else kib * 1024
 
 
 def fits_in_memory(bytes_each: float, what: str = "images") -> Rule:
     """Allow a count whose arrays take at most half the free memory (not a killed kernel)."""
-
     def rule(name: str, value: object) -> object:
         free = available_memory()
         if free is None or not _whole(value):

@@ -1,7 +1,5 @@
-"""Fresh processes with TensorFlow imported but never started (07's trials, 08's workers), forked
-by a fork server that imported :data:`PRELOAD` (:func:`context`), or, for children that listen on
-ports, by a :class:`Host` in a network namespace whose only interface is loopback. A module that
-ends children at exit imports this first: its hook then runs before multiprocessing joins them."""
+"""Fresh processes with TensorFlow imported (07's trials, 08's workers), from a fork server or a
+:class:`Host` (loopback-only network). Modules that end children at exit import this first."""
 
 from __future__ import annotations
 
@@ -92,8 +90,7 @@ _SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1  # ioctl(2) on a lin
 
 
 def enter_own_network() -> str | None:
-    """Move this process (Linux, one thread) into a network namespace of its own with its
-    loopback up: None when done, and its only interface is loopback; else why not."""
+    """Move this process (Linux, one thread) to its own network namespace, loopback up; else why."""
     uid, gid = os.getuid(), os.getgid()
     try:
         if ctypes.CDLL(None, use_errno=True).unshare(_CLONE_NEWUSER | _CLONE_NEWNET) != 0:
@@ -113,9 +110,7 @@ def enter_own_network() -> str | None:
     return f"its network namespace still has {', '.join(others)}" if others else None
 
 
-class Child:
-    """A process a :class:`Host` forked, read as a ``multiprocessing.Process``."""
-
+class Child:  # a process a Host forked, read as a multiprocessing.Process
     def __init__(self, pid: int):
         self.pid, self.exitcode, self._ended = pid, None, threading.Event()
 
@@ -132,9 +127,7 @@ class Child:
 
 
 class Host:
-    """A fork server in a network namespace of its own (``isolated``; else ``refused`` says why,
-    and it has ended); it ends its children, and itself, when the process that made it is gone."""
-
+    """A fork server in a network of its own (else ``refused``: why); it ends with its maker."""
     def __init__(self):
         code = f"from helpers.processes import _serve; _serve({PRELOAD!r})"
         root = str(Path(__file__).resolve().parent.parent)  # where this helpers is
@@ -190,7 +183,6 @@ class Host:
 
 def _serve(preload: list[str]) -> None:
     """A :class:`Host`'s program: a JSON line per request on stdin, per answer on stdout."""
-
     def say(message: dict) -> None:
         print(json.dumps(message), flush=True)
 

@@ -1,7 +1,4 @@
-"""Plumbing of notebook 01 (runtime check): GPU-setup advice from blog posts that TensorFlow and
-Keras 3 removed, what replaced it, and a probe of each against this runtime (calling the API)."""
-
-from __future__ import annotations
+"""Plumbing of notebook 01: GPU advice that TF and Keras 3 removed, what replaced it, probed."""
 
 from collections.abc import Callable
 
@@ -13,7 +10,6 @@ from helpers.params import integer, one_of, validate
 
 def _has(path: str) -> Callable[[], str]:
     """Probe: does ``tf.<path>`` / ``keras.<path>`` still exist here?"""
-
     def probe() -> str:
         import keras
         import tensorflow as tf

@@ -1,7 +1,4 @@
-"""Plumbing of notebook 05 (survive a disconnect; the lesson is its cells and 04's): where the run
-lives (Drive on Colab), the checkpoint files on disk, the session's share of a run, parameters."""
-
-from __future__ import annotations
+"""Plumbing of notebook 05: where the run lives (Drive on Colab), checkpoints, a session's share."""
 
 import os
 import re
@@ -17,8 +14,7 @@ from helpers.params import all_of, boolean, check, folder, integer, number, one_
 
 def plan_session(saved_step: int, steps_per_epoch: int, epochs: int, seconds_per_epoch: float,
                  budget_s: float) -> SimpleNamespace:
-    """This session's share of a run: ``epochs`` to train to (what ``budget_s`` fits, at least one),
-    ``die_at`` (where the killed process dies: mid-share, before the run's middle), ``line``."""
+    """This session's ``epochs`` (at least one), ``die_at`` (mid-share, before mid-run), a line."""
     total, done = epochs * steps_per_epoch, saved_step // steps_per_epoch
     fit = max(1, int(budget_s // max(seconds_per_epoch, 1e-9)))
     share = min(epochs, done + fit)
@@ -56,8 +52,7 @@ def run_directory(run_dir: str, use_drive=False) -> Path:
         where = Path(workdirs.COLAB_DRIVE) / run_dir
         print(f"run_dir: {where} (in Google Drive: it survives a disconnect)")
         return where
-    colab = detect_platform() == "colab"
-    lost = " (Colab's /content does not survive a disconnect)" if colab else ""
+    lost = " (Colab's /content does not survive a disconnect)" * (detect_platform() == "colab")
     print(f"run_dir: {Path(run_dir).resolve()}{lost}")
     return Path(run_dir)
 

@@ -1,5 +1,4 @@
-"""Plumbing of notebook 03 (tf.data pipelines): the latency harness (simulated costs that sleep
-and log, after TF's data-performance guide; alternated timing; timelines), test files."""
+"""Plumbing of notebook 03 (tf.data): a harness of simulated latencies (after TF's guide), files."""
 
 from __future__ import annotations
 
@@ -30,9 +29,7 @@ VARIANTS = {  # which optimisations each variant switches on (the pipeline's key
 
 
 @dataclasses.dataclass(frozen=True)
-class Latencies:
-    """Simulated costs in seconds; ``scale`` shrinks them all (tests use a small scale)."""
-
+class Latencies:  # simulated costs in seconds; scaled() shrinks them all (for tests)
     open_s: float = 0.030
     read_s: float = 0.015
     map_s: float = 0.010
@@ -47,9 +44,8 @@ class Latencies:
 
 
 def simulation(lat: Latencies, pipeline, **flags):
-    """``pipeline(files, read_file, decode, batch_size, **flags)`` on simulated files, tf.data's
-    own rewrites off, as ``(epoch, log)``: each ``epoch()`` runs one epoch and returns its seconds;
-    ``log`` holds ``events`` (kind, start, end) and ``epoch_ends``, timed in its epochs only."""
+    """``pipeline(files, read_file, decode, batch_size, **flags)`` on simulated files, tf.data's own
+    rewrites off: ``epoch()`` runs an epoch, returns its seconds; ``log``: events and epoch ends."""
     import tensorflow as tf
 
     log = SimpleNamespace(events=[], epoch_ends=[0.0], origin=0.0)
@@ -113,8 +109,7 @@ def alternate(calls: dict, repeats: int) -> dict[str, list[float]]:
 
 
 def compare(lat: Latencies, pipeline, epochs: int = 3, variants=VARIANTS) -> list[dict]:
-    """Each variant's first epoch, later epochs and speedup over naive, alternating epoch by epoch;
-    sleeps never run short, so the fastest later epoch (``epoch_s``) is the pipeline's own cost."""
+    """Variants' epochs, alternated; sleeps never run short: the fastest later one is the cost."""
     if epochs < 2:
         raise ValueError("epochs must be at least 2: the first epoch is reported apart")
     runs = {name: simulation(lat, pipeline, **flags) for name, flags in variants.items()}

@@ -1,7 +1,4 @@
-"""The course's timing harness: :func:`measure` (first call apart, warm-up, a device sync before
-each clock stop, median and spread), :func:`steady_state`, and ``fit``'s epoch clock."""
-
-from __future__ import annotations
+"""The course's timing harness: first call apart, warm-up, a device sync before each clock stop."""
 
 import statistics
 import time
@@ -22,9 +19,7 @@ def no_sync() -> None:
 
 
 @dataclass
-class Timing:
-    """Seconds of the first call and of each later sample; ``work``: units of work per call."""
-
+class Timing:  # seconds of the first call and of each later sample; work: units per call
     first_call_s: float
     samples_s: list[float]
     work: float | None = None

@@ -1,7 +1,4 @@
-"""Work folders a notebook may empty, only those it made (:func:`prepare`: marked, locked in use,
-never the working folder or above, home, ``/``), and a run's settings (:func:`same_run`)."""
-
-from __future__ import annotations
+"""Work folders a notebook may empty, only those it made (:func:`prepare`); a run's settings."""
 
 import contextlib
 import json
@@ -47,8 +44,7 @@ def is_marked(path: Path) -> bool:
 
 
 def problem(path) -> str | None:
-    """Why a notebook must not use (and empty) ``path``, as a clause; None when it may: a
-    missing or empty folder, or one holding :data:`MARKER`, unless :func:`protected`."""
+    """Why a notebook must not use (and empty) ``path``, as a clause; None when it may."""
     path = Path(path)
     if (why := protected(path)) is not None:
         return why
@@ -69,8 +65,7 @@ def refuse(name: str, value, why: str):
 
 
 def prepare(path, name: str = "work_dir", fresh: bool = True) -> Path:
-    """Make ``path`` ready (created, marked, locked, emptied first if ``fresh``) and return it; a
-    folder :func:`problem` refuses raises a ParameterError for ``name``, deleting nothing."""
+    """Make ``path`` ready (created, marked, locked, emptied if ``fresh``), or refuse it intact."""
     path = Path(path)
     if (why := problem(path)) is not None:
         raise refuse(name, str(path), why)
@@ -108,8 +103,7 @@ def _locks_inside(path: Path):
 
 
 def lock(path) -> bool:
-    """Hold the lock of work folder ``path`` for this process (again: a no-op); False where
-    the file system has no locks. :class:`WorkFolderBusy` names the process that holds it."""
+    """Hold work folder ``path``'s lock in this process (again: a no-op); False without locks."""
     key = Path(path).resolve()
     if key not in _HELD and (handle := _take(key)) is not None:
         handle.truncate(0)
@@ -167,8 +161,7 @@ def same_settings(saved: dict, now: dict, where) -> None:
 
 
 def _older(saved: dict, now: dict, record: Path) -> dict:
-    """An older record (``dataset`` and ``max_images``, as asked) read as one of the data
-    loaded, where the data loaded now is what it names (said so); else unchanged."""
+    """An older record (``dataset``, ``max_images``: as asked) read as one of the data loaded."""
     if "data" not in now or "data" in saved or "dataset" not in saved:
         return saved
     older = {k: v for k, v in saved.items() if k not in ("dataset", "max_images")}
@@ -180,8 +173,7 @@ def _older(saved: dict, now: dict, record: Path) -> dict:
 
 
 def same_run(path, settings: dict) -> bool:
-    """Check that ``settings`` are those of the run in ``path`` (True) or record them for a new
-    run (False); other, unknown or unreadable settings raise RunSettingsChanged."""
+    """True: ``settings`` are those of the run in ``path``; False: recorded there for a new run."""
     path = Path(path)
     record = path / RUN_FILE
     if record.is_file():
