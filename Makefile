@@ -191,8 +191,11 @@ lint: $(STAMP)
 check-notebooks: $(STAMP)
 	$(BIN)/python -m tools.check
 
+# unit, tpu-unit-keras-jax and tpu-unit-pytorch-xla run every test of the exercise checks: they
+# fail if their counts of right and wrong answers are not those of docs/exercise_corpus.json
+# (then `python -m tools.exercises --corpus` copies them there and writes the notes' table).
 unit: $(STAMP)
-	$(TEST_ENV) $(PYTEST) $(UNIT_SPLIT) -m "not notebooks and not site and not tpu and not bench"
+	$(TEST_ENV) COURSE_CORPUS=$@ $(PYTEST) $(UNIT_SPLIT) -m "not notebooks and not site and not tpu and not bench"
 
 # Copies every notebook's #@save cells into helpers/lessons/ (one source: see docs/maintainers.md).
 lessons: $(STAMP)
@@ -247,10 +250,10 @@ tpu-unit-without-tensorflow:
 	$(TEST_ENV) $(TPU_PYTEST) tests/test_without_tensorflow.py tests/test_setup.py -k "without_tensorflow"
 
 tpu-unit-keras-jax:
-	$(TEST_ENV) $(JAX_ENV) $(TPU_PYTEST) -m tpu tests/test_tpu_keras_jax.py
+	$(TEST_ENV) COURSE_CORPUS=$@ $(JAX_ENV) $(TPU_PYTEST) -m tpu tests/test_tpu_keras_jax.py
 
 tpu-unit-pytorch-xla:
-	$(TEST_ENV) $(XLA_ENV) $(TPU_PYTEST) -m tpu tests/test_tpu_pytorch_xla.py
+	$(TEST_ENV) COURSE_CORPUS=$@ $(XLA_ENV) $(TPU_PYTEST) -m tpu tests/test_tpu_pytorch_xla.py
 
 # JAX's persistent compilation cache (a folder of this stage's, emptied first): the second
 # "Run all" of notebook 09 reuses what the first compiled, as the same programs on new objects.

@@ -1,6 +1,5 @@
 """Shared test setup: never reach for the network, and quiet TensorFlow."""
 
-import collections
 import itertools
 import json
 import os
@@ -68,14 +67,18 @@ def folder_parameters(path: Path) -> list[str]:
 # -- the exercises' answer corpus ---------------------------------------------------------------
 # Every verdict a test of the exercise checks (tests/test_exercises_nbNN.py, test_tpu_*.py)
 # receives is one answer of the corpus: right or wrong, the untouched placeholder and the given
-# solutions apart. The counts per exercise are printed at the end of the run
-# (docs/instructor_notes.md quotes them); the records go to a file, as the test workers are
-# processes of their own.
+# solutions apart. The records go to a file, as the test workers are processes of their own; the
+# counts per exercise are printed at the end of the run. A run of every exercise test (the make
+# targets unit, tpu-unit-keras-jax and tpu-unit-pytorch-xla set COURSE_CORPUS to their name)
+# writes them to build/exercise-corpus/NAME.json and fails if they are not the ones committed in
+# docs/exercise_corpus.json (`python -m tools.exercises --corpus` copies each NAME.json there, and
+# writes docs/instructor_notes.md's table from it).
 
 #: the modules that test exercise checks (09's and 10's test their plumbing beside them)
 EXERCISE_TESTS = ("test_exercises_nb", "test_tpu_keras_jax", "test_tpu_pytorch_xla")
-CORPUS_DIR = Path(__file__).resolve().parent.parent / "build" / "exercise-corpus"
+CORPUS_DIR = course.BUILD / "exercise-corpus"
 CORPUS = {"file": CORPUS_DIR / f"{os.getpid()}.jsonl"}  # one per run: its controller's pid
+COMMITTED = course.ROOT / "docs" / "exercise_corpus.json"
 
 
 def _corpus_record(exercise, passed, message, solution=False):
@@ -119,15 +122,54 @@ def pytest_configure(config):
         CORPUS["file"].unlink(missing_ok=True)
 
 
-def pytest_terminal_summary(terminalreporter):
-    if hasattr(terminalreporter.config, "workerinput") or not CORPUS["file"].exists():
-        return
+def corpus_counts(records: str) -> dict[str, dict[str, int]]:
+    """``{exercise: {"right": n, "wrong": m}}`` from the records (JSON lines), sorted."""
     counts = {}
-    for line in CORPUS["file"].read_text(encoding="utf-8").splitlines():
+    for line in records.splitlines():
         entry = json.loads(line)
-        counts.setdefault(entry["exercise"], collections.Counter())[entry["kind"]] += 1
+        count = counts.setdefault(entry["exercise"], {"right": 0, "wrong": 0})
+        if entry["kind"] in count:
+            count[entry["kind"]] += 1
+    return dict(sorted(counts.items()))
+
+
+def corpus_differences(counts, committed) -> list[str]:
+    """What differs between ``counts`` and ``committed`` (the same form), exercise by exercise."""
+    def said(count):
+        return f"{count['right']}/{count['wrong']}" if count else "none"
+
+    return [f"{ex} {said(counts.get(ex))} (committed {said(committed.get(ex))})"
+            for ex in sorted(set(counts) | set(committed)) if counts.get(ex) != committed.get(ex)]
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """In a run named by COURSE_CORPUS: the counts to build/exercise-corpus/NAME.json, and a
+    failure if they differ from the committed ones."""
+    run = os.environ.get("COURSE_CORPUS")
+    if hasattr(session.config, "workerinput") or not CORPUS["file"].exists():
+        return
+    CORPUS["counts"] = counts = corpus_counts(CORPUS["file"].read_text(encoding="utf-8"))
+    CORPUS["file"].unlink()
+    if not run:
+        return
+    (CORPUS_DIR / f"{run}.json").unlink(missing_ok=True)  # never a failed run's counts
+    if exitstatus != 0:
+        return
+    (CORPUS_DIR / f"{run}.json").write_text(json.dumps(counts, indent=1) + "\n")
+    committed = json.loads(COMMITTED.read_text()).get(run, {}) if COMMITTED.exists() else {}
+    if differences := corpus_differences(counts, committed):
+        CORPUS["stale"] = (f"exercise answer corpus: {'; '.join(differences)}: the tests changed; "
+                           f"run `python -m tools.exercises --corpus` and commit "
+                           f"docs/exercise_corpus.json and docs/instructor_notes.md")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter):
+    if "counts" not in CORPUS:
+        return
     terminalreporter.write_line("exercise answer corpus (right / wrong answers, beyond the "
                                 "solution and the placeholder):")
     terminalreporter.write_line("  " + "; ".join(
-        f"{ex} {c['right']}/{c['wrong']}" for ex, c in sorted(counts.items())))
-    CORPUS["file"].unlink()
+        f"{ex} {c['right']}/{c['wrong']}" for ex, c in CORPUS["counts"].items()))
+    if "stale" in CORPUS:
+        terminalreporter.write_line(CORPUS["stale"], red=True, bold=True)

@@ -4,7 +4,9 @@ runs every notebook with its exercises untouched (each check must say "not yet")
 (each must say "right")."""
 
 import json
+from types import SimpleNamespace
 
+import conftest
 import nbformat
 import pytest
 from solved import solution_functions
@@ -27,6 +29,7 @@ def registered():
 
     yield "99.1"
     del exercises.REGISTRY["99.1"]
+    exercises.TRIES.pop("99.1", None)
 
 
 def test_a_right_answer_passes_and_says_what_it_proves(registered, capsys):
@@ -41,7 +44,8 @@ def registered_function():
     """A check of a function ``answer()`` that must return 42, as most exercises are."""
     exercises.load_checks()
 
-    @exercises.exercise("99.2", "write the function", hint="return 6 * 7", right="Yes.")
+    @exercises.exercise("99.2", "write the function", hint="return 6 * 7", right="Yes.",
+                        where="the cell under \"Multiplying\"")
     def answer(function):
         value = function()
         exercises.require(value)
@@ -49,6 +53,11 @@ def registered_function():
 
     yield "99.2"
     del exercises.REGISTRY["99.2"]
+    exercises.TRIES.pop("99.2", None)
+
+
+WHERE = ("Where to look: the cell under \"Multiplying\". A changed answer that is still wrong "
+         "gets a hint.")
 
 
 def _untouched():
@@ -57,25 +66,65 @@ def _untouched():
 
 
 def test_an_untouched_exercise_says_not_yet_and_nothing_more(registered, registered_function):
-    """"Run all" on an untouched notebook shows no hint (some hints come close to the answer)."""
-    for verdict in (check(registered, ...), check(registered_function, _untouched)):
-        assert not verdict.passed and verdict.message == exercises.UNTOUCHED
-        assert "Hint" not in verdict.line() and verdict.hint == ""
+    """"Run all" on an untouched notebook shows no hint (some hints come close to the answer),
+    however often it runs, and it is not a try: the first real one still gets where to look."""
+    for _ in range(3):
+        for verdict in (check(registered, ...), check(registered_function, _untouched)):
+            assert not verdict.passed and verdict.message == exercises.UNTOUCHED
+            assert verdict.line().endswith(exercises.UNTOUCHED) and verdict.hint == ""
+    assert check(registered_function, lambda: 41).hint == WHERE
 
 
-def test_an_attempt_that_forgets_return_is_told_so_with_the_hint(registered_function):
+def test_an_attempt_that_forgets_return_is_told_so_and_where_to_look(registered_function):
     def attempt():
         answer = 6 * 7  # noqa: F841  (the learner's line, and no return)
 
     verdict = check(registered_function, attempt)
     assert verdict.message == exercises.NO_RETURN and "`return` missing" in verdict.message
-    assert verdict.line().endswith("Hint: return 6 * 7")
+    assert verdict.line().endswith(f"`return` missing? {WHERE}")
 
 
-def test_a_wrong_attempt_gets_the_hint(registered_function):
-    verdict = check(registered_function, lambda: 41)
-    assert verdict.message == "41 is not the answer." and verdict.line().endswith(
-        "Hint: return 6 * 7")
+def _cell(source: str):
+    """The answer a cell defines, as a run of the cell makes it: a new function each run."""
+    names = {}
+    exec(source, names)
+    return names["answer"]
+
+
+def test_hints_escalate_with_each_changed_wrong_answer_and_only_then(registered_function):
+    """A first wrong try: where to look; the same answer again (its cell run again, a comment
+    added): the same verdict; another wrong answer: the hint, and the hint from then on."""
+    first = check(registered_function, _cell("def answer():\n    return 41\n"))
+    assert first.line() == f"❌ Exercise 99.2 (write the function): not yet. 41 is not the " \
+                           f"answer. {WHERE}"
+    for again in ("def answer():\n    return 41\n", "def answer():\n\n    return 41  # hm\n"):
+        assert check(registered_function, _cell(again)) == first
+    second = check(registered_function, _cell("def answer():\n    return 40\n"))
+    assert second.line().endswith("40 is not the answer. Hint: return 6 * 7")
+    assert check(registered_function, _cell("def answer():\n    return 41\n")) == second.__class__(
+        "99.2", "write the function", False, "41 is not the answer.", "Hint: return 6 * 7")
+    right = check(registered_function, _cell("def answer():\n    return 6 * 7\n"))
+    assert right.passed and right.hint == "" and right.line().endswith("right. Yes.")
+
+
+def test_a_value_answer_escalates_when_the_value_changes(registered):
+    """As ``gpu_count = ...`` is checked: the value is the answer; without a ``where`` of its
+    own, the exercise points to the section its task names."""
+    assert check(registered, 41).hint == check(registered, 41).hint == (
+        f"Where to look: {exercises.Exercise.where}. A changed answer that is still wrong gets "
+        "a hint.")
+    assert check(registered, 43).hint == "Hint: six times seven"
+
+
+def test_an_answers_fingerprint_is_its_code_and_values_not_its_layout():
+    fingerprint = exercises.fingerprint
+    assert fingerprint(_cell("def answer(x=1):\n    return x\n")) == fingerprint(
+        _cell("def answer(x=1):\n    # the same\n\n    return x\n"))
+    for other in ("def answer(x=2):\n    return x\n", "def answer(x=1):\n    return -x\n",
+                  "def answer(x=1):\n    return abs(x)\n",
+                  "def answer(x=1):\n    return lambda: x + 1\n"):
+        assert fingerprint(_cell(other)) != fingerprint(_cell("def answer(x=1):\n    return x\n"))
+    assert fingerprint(({"b", "a"}, [1.5], object())) == fingerprint(({"a", "b"}, [1.5], object()))
 
 
 def test_a_wrong_answer_says_what_is_wrong(registered):
@@ -107,8 +156,8 @@ def test_a_check_registered_twice_is_refused(registered):
 
 
 def test_the_verdict_leaves_a_record_the_tests_read():
-    right = Verdict("02.1", "t", True, "ok", "h")._repr_mimebundle_()
-    wrong = Verdict("02.2", "t", False, "no", "h")._repr_mimebundle_()
+    right = Verdict("02.1", "t", True, "ok", "")._repr_mimebundle_()
+    wrong = Verdict("02.2", "t", False, "no", "Hint: h")._repr_mimebundle_()
     assert right[EXERCISE_MIME] == {"exercise": "02.1", "passed": True}
     assert "color:#b3261e" in wrong["text/html"] and "Hint: h" in wrong["text/plain"]
     again = Verdict("02.1", "t", False, "no", "h")._repr_mimebundle_()  # a second run's verdict
@@ -198,19 +247,98 @@ def test_numbering_and_count_are_checked(registered, tmp_path, monkeypatch):
     assert any("expected 99.1, 99.2" in line for line in found)
 
 
-def test_a_check_cell_shows_its_verdict_once_in_a_kernel():
+def test_a_check_cell_shows_its_verdict_once_and_run_all_twice_shows_the_same():
     """check() shows the verdict and returns it; as the cell's last value, IPython must not
-    show it a second time."""
+    show it a second time. "Run all" twice in one kernel: the same wrong answer's cell run again
+    shows what it showed; a changed one escalates."""
     from nbclient import NotebookClient
 
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
-        "import os\nfrom helpers import exercises\n"
-        'exercises.check("01.2", lambda: {**os.environ, "CUDA_VISIBLE_DEVICES": ""})'
-    )])
+    code = nbformat.v4.new_code_cell
+    answer = ('def answer():\n    return {}\n\n\nexercises.check("99.3", answer)')
+    nb = nbformat.v4.new_notebook(cells=[
+        code("import os\nfrom helpers import exercises\n"
+             'exercises.check("01.2", lambda: {**os.environ, "CUDA_VISIBLE_DEVICES": ""})'),
+        code('@exercises.exercise("99.3", "t", hint="six times seven", right="Yes.")\n'
+             'def _(answer):\n    return None if answer() == 42 else "Not 42."'),
+        *(code(answer.format(value)) for value in (41, 41, 40, 42))])
     NotebookClient(nb, timeout=120, kernel_name="python3").execute()
-    shown = [o for o in nb.cells[0].outputs if EXERCISE_MIME in o.get("data", {})]
-    assert len(shown) == 1, nb.cells[0].outputs
-    assert shown[0]["data"][EXERCISE_MIME] == {"exercise": "01.2", "passed": True}
+    shown = [[o["data"] for o in cell.outputs if EXERCISE_MIME in o.get("data", {})]
+             for cell in nb.cells]
+    assert [len(s) for s in shown] == [1, 0, 1, 1, 1, 1], nb.cells
+    assert shown[0][0][EXERCISE_MIME] == {"exercise": "01.2", "passed": True}
+    lines = [s[0]["text/plain"].split("not yet. ")[-1] for s in shown[2:]]
+    assert lines[0] == lines[1] == (f"Not 42. Where to look: {exercises.Exercise.where}. A "
+                                    "changed answer that is still wrong gets a hint.")
+    assert lines[2] == "Not 42. Hint: six times seven" and lines[3].endswith("right. Yes.")
+
+
+def test_a_named_test_run_records_its_counts_and_fails_when_they_are_not_committed(
+    tmp_path, monkeypatch
+):
+    """tests/conftest.py: `make unit` (COURSE_CORPUS=unit) writes the counts of right and wrong
+    answers per exercise (the solution and the placeholder apart), and fails with one line
+    naming the command to run when docs/exercise_corpus.json holds others."""
+    records, committed = tmp_path / "records.jsonl", tmp_path / "committed.json"
+    monkeypatch.setitem(conftest.CORPUS, "file", records)
+    for key in ("counts", "stale"):  # as they were after the test: this run's own, if any
+        monkeypatch.setitem(conftest.CORPUS, key, None)
+        monkeypatch.delitem(conftest.CORPUS, key)
+    monkeypatch.setattr(conftest, "CORPUS_DIR", tmp_path)
+    monkeypatch.setattr(conftest, "COMMITTED", committed)
+    monkeypatch.setenv("COURSE_CORPUS", "unit")
+    kinds = [("01.1", "right"), ("01.1", "wrong"), ("01.1", "solution"), ("01.2", "untouched"),
+             ("01.1", "wrong")]
+    counts = {"01.1": {"right": 1, "wrong": 2}, "01.2": {"right": 0, "wrong": 0}}
+
+    def finish(runs, status=0):
+        records.write_text("".join(json.dumps({"exercise": e, "kind": k}) + "\n"
+                                   for e, k in kinds))
+        committed.write_text(json.dumps(runs))
+        session = SimpleNamespace(config=SimpleNamespace(), exitstatus=status)
+        conftest.pytest_sessionfinish(session, status)
+        return session.exitstatus
+
+    assert finish({"unit": counts}) == 0 and "stale" not in conftest.CORPUS
+    assert json.loads((tmp_path / "unit.json").read_text()) == counts == conftest.CORPUS["counts"]
+    assert finish({"unit": {"01.1": {"right": 1, "wrong": 1}}, "other": counts}) == 1
+    assert conftest.CORPUS["stale"].startswith(
+        "exercise answer corpus: 01.1 1/2 (committed 1/1); 01.2 0/0 (committed none): ")
+    assert "run `python -m tools.exercises --corpus`" in conftest.CORPUS["stale"]
+    assert finish({}, status=1) == 1 and not (tmp_path / "unit.json").exists()
+
+
+def test_the_notes_table_counts_the_answers_the_tests_recorded(
+    registered, tmp_path, monkeypatch, capsys
+):
+    """`python -m tools.exercises --corpus` copies the last test runs' counts to the committed
+    file and writes the notes' table from it; `--check` (make check-notebooks) fails when the
+    table is not that file's, or an exercise has no counts, and runs no test."""
+    path = _course(tmp_path, monkeypatch, GOOD, SOLVED)
+    notes, corpus, runs = tmp_path / "notes.md", tmp_path / "corpus.json", tmp_path / "runs"
+    notes.write_text("Counts:\n\n<!-- exercises:start -->\nby hand\n<!-- exercises:end -->\n")
+    corpus.write_text(json.dumps({"unit": {"01.1": {"right": 3, "wrong": 4}}}))
+    for name, value in [("NOTES", notes), ("CORPUS", corpus), ("BUILD", runs),
+                        ("notebook_paths", lambda: [path]),
+                        ("load_checks", lambda: {"99.1": exercises.REGISTRY["99.1"]})]:
+        monkeypatch.setattr(tool, name, value)
+    assert tool.main(["--check"]) == 1 and capsys.readouterr().err == (
+        "exercise 99.1 has no answers counted in corpus.json: run `make unit` and `make "
+        "tpu-unit`, then `python -m tools.exercises --corpus`\n")
+    (runs / "exercise-corpus").mkdir(parents=True)  # what `make unit` recorded
+    (runs / "exercise-corpus" / "unit.json").write_text('{"99.1": {"right": 3, "wrong": 5}}')
+    assert tool.main(["--check"]) == 1, "the check reads the committed counts only"
+    assert tool.main(["--corpus"]) == 0 and tool.main(["--check"]) == 0
+    assert json.loads(corpus.read_text()) == {"unit": {"99.1": {"right": 3, "wrong": 5}}}
+    assert notes.read_text().startswith(
+        "Counts:\n\n<!-- exercises:start -->\n| notebook | right / wrong answers |\n|---|---|\n"
+        "| 99 | 99.1: 3/5 |\n\n**[99_demo]")
+    corpus.write_text(json.dumps({"unit": {"99.1": {"right": 3, "wrong": 6}}}))
+    capsys.readouterr()
+    assert tool.main(["--check"]) == 1 and capsys.readouterr().err == (
+        "docs/instructor_notes.md is stale: run `python -m tools.exercises --notes`\n")
+    corpus.write_text(json.dumps({"unit": {"99.1": {"right": 2, "wrong": 6}}}))
+    assert tool.main(["--check"]) == 1 and "exercise 99.1: 2 right and 6 wrong answers in its " \
+        "tests; at least 3 and 4" in capsys.readouterr().err, "too few answers: a thin corpus"
 
 
 def test_solution_functions_defines_the_functions_and_leaves_the_notebooks_code_out(

@@ -35,6 +35,31 @@ def test_hidden_gpu_env():
     assert UNTOUCHED in check("01.2", lambda: None).message
     assert "lose" in check("01.2", lambda: {"CUDA_VISIBLE_DEVICES": ""}).message
     assert "still see the GPUs" in check("01.2", lambda: dict(os.environ)).message
+    assert check("01.2", lambda: dict(os.environ, CUDA_VISIBLE_DEVICES="")).passed
+
+
+def copy_then_hide():
+    env = os.environ.copy()
+    env["CUDA_VISIBLE_DEVICES"] = "-1"
+    return env
+
+
+def copy_then_pop():  # drops the variable: the child sees every GPU again
+    env = os.environ.copy()
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    return env
+
+
+def test_hidden_gpu_env_where_this_machine_already_hides_them(monkeypatch):
+    """Previously accepted where CUDA_VISIBLE_DEVICES was already "" or unset: the check now
+    stages a chosen GPU first."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert "still see the GPUs" in check("01.2", lambda: dict(os.environ)).message
+    assert "still see the GPUs" in check("01.2", copy_then_pop).message
+    assert "lose" in check("01.2", lambda: {"CUDA_VISIBLE_DEVICES": "",
+                                           "HOME": os.environ.get("HOME", "")}).message
+    assert check("01.2", copy_then_hide).passed
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "", "the check puts the environment back"
 
 
 def test_hidden_gpu_env_that_changes_this_process_is_caught_and_undone():
@@ -68,6 +93,37 @@ def strict_placement(device, fn):  # no fall-back at all: TensorFlow itself refu
             return fn()
     finally:
         tf.config.set_soft_device_placement(True)
+
+
+def bare_exception(device, fn):  # previously rejected: the task names no error type
+    with tf_module().device(device):
+        result = fn()
+    if result.device.split("device:")[-1] != device.strip("/"):
+        raise Exception(f"wanted {device}, got {result.device}")
+    return result
+
+
+def type_only(device, fn):  # previously accepted on a CPU machine: /CPU:1 falls back to /CPU:0
+    tf = tf_module()
+    with tf.device(device):
+        result = fn()
+    if tf.DeviceSpec.from_string(result.device).device_type not in device:
+        raise RuntimeError("wrong device type")
+    return result
+
+
+def refuses_any_gpu(device, fn):  # previously accepted on a CPU machine
+    if "GPU" in device and not tf_module().config.list_physical_devices("GPU"):
+        raise RuntimeError("no GPU here")
+    with tf_module().device(device):
+        return fn()
+
+
+def refuses_any_index_but_0(device, fn):  # right on one CPU; wrong on a split one (see below)
+    if not device.endswith(":0"):
+        raise RuntimeError(f"no {device}")
+    with tf_module().device(device):
+        return fn()
 
 
 def trusting(device, fn):  # the usual mistake: tf.device alone
@@ -109,7 +165,7 @@ def test_run_on_untouched_is_not_done():
     assert UNTOUCHED in check("01.3", run_on).message
 
 
-@pytest.mark.parametrize("right", [asked_and_checked, strict_placement])
+@pytest.mark.parametrize("right", [asked_and_checked, strict_placement, bare_exception])
 def test_run_on_right_written_otherwise(tf, right):
     verdict = check("01.3", right)
     assert verdict.passed, verdict.message
@@ -122,6 +178,8 @@ def test_run_on_right_written_otherwise(tf, right):
     (checks_without_asking, "without asking for that device"),
     (device_string_only, "said nothing"),
     (asserts_before_running, "NameError"),
+    (type_only, "Asked for /CPU:1"),
+    (refuses_any_gpu, "Asked for /CPU:1"),
     (lambda device, fn: fn().numpy(), "not the result tensor"),
 ])
 def test_run_on_wrong_answers(tf, wrong, says):
@@ -131,3 +189,37 @@ def test_run_on_wrong_answers(tf, wrong, says):
 
 def tf_module():
     return import_tensorflow()
+
+
+SPLIT_CPU = """
+from helpers.logs import import_tensorflow
+tf = import_tensorflow()
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+import test_exercises_nb01 as answers
+from helpers.exercises import check
+for name in ("asked_and_checked", "bare_exception", "refuses_any_index_but_0", "type_only"):
+    verdict = check("01.3", getattr(answers, name))
+    print(name, verdict.passed, verdict.message[:60])
+"""
+
+
+def test_run_on_with_two_logical_cpus(fresh_process):
+    """Where Setup split the CPU, an answer that refuses every index but 0 fails on /CPU:1."""
+    tests = os.path.dirname(os.path.abspath(__file__))
+    run = fresh_process(f"import sys\nsys.path.insert(0, {tests!r})\n{SPLIT_CPU}")
+    assert run.returncode == 0, run.output
+    for line in ("asked_and_checked True", "bare_exception True",
+                 "refuses_any_index_but_0 False Your code raised RuntimeError: no /CPU:1",
+                 "type_only False Asked for /CPU:2, which this runtime does not have"):
+        assert line in run.output, run.output
+
+
+def test_run_on_a_failed_try_does_not_break_the_next(tf):
+    def strict_and_crashing(device, fn):  # turns soft placement off, then fails, never back on
+        tf.config.set_soft_device_placement(False)
+        raise ZeroDivisionError("oops")
+
+    assert "ZeroDivisionError" in check("01.3", strict_and_crashing).message
+    assert tf.config.get_soft_device_placement()
+    assert check("01.3", asked_and_checked).passed

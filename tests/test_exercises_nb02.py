@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from helpers import exercises
+from helpers.logs import import_tensorflow
 
 
 def verdict(exercise_id, answer):
@@ -147,6 +148,41 @@ def test_timing_with_sync_bound_at_the_top_of_the_cell_is_right(tf):
     assert cell["sync"] is tf.test.experimental.sync_devices, "the learner's name, put back"
 
 
+def test_timing_with_sync_as_a_default_argument_is_right(tf):
+    """Previously rejected: a default argument kept the real sync_devices, which never waited."""
+    def timed(fn, repeats, sync=tf.test.experimental.sync_devices):
+        fn()
+        sync()
+        samples = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            fn()
+            sync()
+            samples.append(time.perf_counter() - start)
+        return statistics.median(samples)
+
+    got = verdict("02.1", timed)
+    assert got.passed, got.message
+    assert timed.__defaults__ == (tf.test.experimental.sync_devices,), "put back"
+
+
+def test_timing_with_sync_imported_inside_is_right(tf):
+    def timed(fn, repeats):  # previously rejected: the import bypassed the stand-in
+        from tensorflow.python.framework.test_util import sync_devices
+
+        fn()
+        samples = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            fn()
+            sync_devices()
+            samples.append(time.perf_counter() - start)
+        return float(np.percentile(samples, 50))
+
+    got = verdict("02.1", timed)
+    assert got.passed, got.message
+
+
 def test_timing_check_restores_sync_devices(tf):
     before = tf.test.experimental.sync_devices
     verdict("02.1", no_sync)
@@ -248,36 +284,17 @@ def the_sum(step, steps, tf):
     return float(tf.add_n([step() for _ in range(steps)]))
 
 
-def test_mean_loss_right_answers_pass(tf):
-    for answer in (lambda s, n: running_sum(s, n, tf), list_read_at_the_end,
-                   lambda s, n: float(tf.add_n([s() for _ in range(n)])) / n):
-        got = verdict("02.3", answer)
-        assert got.passed, got.message
+def reduce_mean_of_a_list(step, steps, tf):  # previously rejected: the stand-in did not convert
+    losses = []
+    for _ in range(steps):
+        losses.append(step())
+    return float(tf.reduce_mean(losses))
 
 
-@pytest.mark.parametrize(("answer", "says"), [
-    (placeholder, "placeholder"),
-    (read_every_step, "before the last step"),
-    (lambda s, n: [s() for _ in range(n - 1)] and 3.5, "ran 5 step(s)"),
-])
-def test_mean_loss_mistakes_are_caught(tf, answer, says):
-    got = verdict("02.3", answer)
-    assert not got.passed
-    assert says in got.message
+def keras_ops_mean(step, steps):
+    import keras
 
-
-def test_mean_loss_the_sum_is_not_the_mean(tf):
-    got = verdict("02.3", lambda s, n: the_sum(s, n, tf))
-    assert not got.passed and "their mean is 3.5" in got.message
-
-
-def a_tensor(step, steps, tf):  # right mean, but a tensor: the caller's print would wait
-    return tf.add_n([step() for _ in range(steps)]) / steps
-
-
-def test_mean_loss_a_tensor_is_not_a_python_float(tf):
-    got = verdict("02.3", lambda s, n: a_tensor(s, n, tf))
-    assert not got.passed and "not a Python float" in got.message
+    return float(keras.ops.mean(keras.ops.stack([step() for _ in range(steps)])))
 
 
 def numpy_accumulator(step, steps):  # NumPy scalar + tensor: TensorFlow adds it, no read
@@ -287,10 +304,54 @@ def numpy_accumulator(step, steps):  # NumPy scalar + tensor: TensorFlow adds it
     return float(total) / steps
 
 
-def test_mean_loss_a_numpy_accumulator_is_right(tf):
-    """A NumPy scalar plus a tensor is the tensor's addition (``__array_priority__``), with no
-    read: the stand-in behaves as TensorFlow's tensors do."""
-    got = verdict("02.3", numpy_accumulator)
+def test_mean_loss_right_answers_pass(tf):
+    for answer in (lambda s, n: running_sum(s, n, tf), list_read_at_the_end,
+                   lambda s, n: float(tf.add_n([s() for _ in range(n)])) / n,
+                   lambda s, n: reduce_mean_of_a_list(s, n, tf), keras_ops_mean,
+                   numpy_accumulator, lambda s, n: sum(s() for _ in range(n)).numpy().item() / n):
+        got = verdict("02.3", answer)
+        assert got.passed, got.message
+
+
+@pytest.mark.parametrize(("answer", "says"), [
+    (placeholder, "placeholder"),
+    (read_every_step, "before the last step"),
+    (lambda s, n: [s() for _ in range(n - 1)] and 3.5, "ran 5 step(s)"),
+    (lambda s, n: sum(np.asarray(s()) for _ in range(n)) / n, "before the last step"),
+    (lambda s, n: float(tf_module().add_n([s() for _ in range(n)])), "their mean is 15.17"),
+    (lambda s, n: a_tensor(s, n, tf_module()), "not a Python float"),
+    (lambda s, n: [loss := s() for _ in range(n)] and float(loss), "their mean is 15.17"),
+])
+def test_mean_loss_mistakes_are_caught(tf, answer, says):  # the sum, the last loss...
+    got = verdict("02.3", answer)
+    assert not got.passed
+    assert says in got.message
+
+
+def a_tensor(step, steps, tf):  # right mean, but a tensor: the caller's print would wait
+    return tf.add_n([step() for _ in range(steps)]) / steps
+
+
+def test_mean_loss_the_median_is_caught(tf):
+    """Previously accepted: the losses were 1..6, whose median is their mean."""
+    got = verdict("02.3", lambda s, n: float(np.median(tf.stack([s() for _ in range(n)]))))
+    assert not got.passed and "their mean is 15.17" in got.message
+
+
+def tf_module():
+    return import_tensorflow()
+
+
+def test_mean_loss_a_failed_try_leaves_nothing_patched(tf):
+    """An answer that raises mid-loop: the read watch is undone, and the next try is judged
+    on its own."""
+    real_asarray = np.asarray
+
+    def raises(step, steps):
+        step()
+        raise RuntimeError("typo")
+
+    assert "RuntimeError" in verdict("02.3", raises).message
+    assert np.asarray is real_asarray
+    got = verdict("02.3", lambda s, n: running_sum(s, n, tf))
     assert got.passed, got.message
-    real = tf.constant(2.0)
-    assert "EagerTensor" in type(np.float32(1.0) + real).__name__  # what the stand-in mimics

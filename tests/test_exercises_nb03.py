@@ -43,7 +43,12 @@ def chain_of(tf, *, decode_calls=True, cache="after decode", shuffle="after cach
 def test_chain_right_answers_pass(tf):
     options = tf.data.Options()
     options.deterministic = False
-    for answer in (chain_of(tf),
+    def own_numbers(records, decode, augment, batch_size):  # parallel maps of 4, not AUTOTUNE
+        ds = records.map(decode, num_parallel_calls=4, deterministic=False).cache()
+        ds = ds.shuffle(buffer_size=20).map(augment, num_parallel_calls=4)
+        return ds.batch(batch_size).prefetch(buffer_size=2)
+
+    for answer in (chain_of(tf), own_numbers,
                    lambda *a: chain_of(tf)(*a).with_options(options)):
         got = verdict("03.1", answer)
         assert got.passed, got.message
@@ -137,7 +142,31 @@ def test_load_images_right_written_otherwise(tf):
 def test_load_images_placeholder_and_lost_files(tf):
     assert "placeholder" in verdict("03.2", placeholder).message
     got = verdict("03.2", lambda paths, labels: loader(tf)(paths, labels).take(1))
-    assert not got.passed and "the readable files have [0, 1, 4]" in got.message
+    assert not got.passed and "the readable files have [0, 2, 3, 5]" in got.message
+
+
+@pytest.mark.parametrize("size", [2, 3])
+def test_load_images_dropping_whole_batches_is_caught(tf, size):
+    """Previously accepted: the two broken files filled one batch of 2, which `ignore_errors`
+    after `batch` dropped alone; now every batch with a broken file holds a readable one."""
+    def batched(paths, labels):
+        ds = tf.data.Dataset.from_tensor_slices((paths, labels)).map(
+            lambda p, y: (tf.io.decode_image(tf.io.read_file(p), 1, expand_animations=False), y))
+        return ds.batch(size).ignore_errors().unbatch()
+
+    got = verdict("03.2", batched)
+    assert not got.passed and "skip single files" in got.message
+
+
+def test_load_images_right_with_apply_and_zip(tf):
+    def zipped(paths, labels):
+        files = tf.data.Dataset.from_tensor_slices(paths).map(tf.io.read_file)
+        ds = tf.data.Dataset.zip(files, tf.data.Dataset.from_tensor_slices(labels))
+        ds = ds.map(lambda raw, y: (tf.image.decode_png(raw, channels=1), y))
+        return ds.apply(tf.data.experimental.ignore_errors())
+
+    got = verdict("03.2", zipped)
+    assert got.passed, got.message
 
 
 # 03.3: slice shuffled batches on the device
@@ -149,9 +178,19 @@ def gathered(x, y, batch_size, tf):
         yield tf.gather(x, index), tf.gather(y, index)
 
 
+def shuffled_once_then_sliced(x, y, batch_size, tf):  # a shuffled copy per epoch, on the device
+    order = tf.random.shuffle(tf.range(tf.shape(x)[0]))
+    xs, ys = tf.gather(x, order), tf.gather(y, order)
+    start = 0
+    while start < len(ys):
+        yield xs[start:start + batch_size], ys[start:start + batch_size]
+        start += batch_size
+
+
 def test_device_epoch_right_answers_pass(tf):
     for answer in (lambda x, y, b: gathered(x, y, b, tf),
-                   lambda x, y, b: list(gathered(x, y, b, tf))):
+                   lambda x, y, b: list(gathered(x, y, b, tf)),
+                   lambda x, y, b: shuffled_once_then_sliced(x, y, b, tf)):
         got = verdict("03.3", answer)
         assert got.passed, got.message
 
@@ -180,6 +219,16 @@ def in_order(x, y, batch_size, tf):
         yield x[start:start + batch_size], y[start:start + batch_size]
 
 
+def its_own_size(x, y, batch_size, tf):  # previously accepted: batch_size was always 4
+    return gathered(x, y, 4, tf)
+
+
+def even_split(x, y, batch_size, tf):  # previously accepted: 10 in [4, 3, 3], none above 4
+    order = tf.random.shuffle(tf.range(tf.shape(x)[0]))
+    for index in tf.split(order, [4, 3, 3] if batch_size == 4 else [3, 3, 2, 2]):
+        yield tf.gather(x, index), tf.gather(y, index)
+
+
 def with_tf_data(x, y, batch_size, tf):  # right on a CPU, a copy per batch on a GPU
     return tf.data.Dataset.from_tensor_slices((x, y)).shuffle(int(x.shape[0])).batch(batch_size)
 
@@ -189,7 +238,9 @@ def with_tf_data(x, y, batch_size, tf):  # right on a CPU, a copy per batch on a
     (full_batches_only, "the last partial batch too"),
     (on_the_host, "went back to the host"),
     (in_order, "same order"),
-    (with_tf_data, "tf.data runs on the host"),  # refused on every device, this one included
+    (its_own_size, "batch_size=3 gives [3, 3, 3, 1]"),
+    (even_split, "batch_size=4 gives [4, 4, 2]"),
+    (with_tf_data, "runs on the host"),  # refused on every device, this one included
 ])
 def test_device_epoch_mistakes_are_caught(tf, answer, says):
     got = verdict("03.3", lambda x, y, b: answer(x, y, b, tf))

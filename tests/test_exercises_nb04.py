@@ -146,6 +146,39 @@ def test_loss_scaling_right_with_dynamic_growth_and_a_float_return(tf):
     assert verdict.passed, verdict.message
 
 
+def test_loss_scaling_catches_a_fixed_scale_of_its_own(tf, solved):
+    """Previously accepted: 32768 is the scale a new LossScaleOptimizer starts at; the check now
+    hands over one whose scale has changed since, as it does after an overflow."""
+    def own_scale(model, optimizer, loss_fn, x, y):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, model(x, training=True))
+            scaled = loss * 32768.0
+        grads = tape.gradient(scaled, model.trainable_variables)
+        optimizer.apply(grads, model.trainable_variables)
+        return loss
+
+    verdict = check("04.1", solved["float16_optimizer"], own_scale)
+    assert not verdict.passed and "4 times the right amount" in verdict.message
+
+
+def test_loss_scaling_right_as_a_tf_function(tf):
+    import keras
+
+    def wrap(optimizer):
+        return keras.optimizers.LossScaleOptimizer(inner_optimizer=optimizer)
+
+    @tf.function
+    def step(model, optimizer, loss_fn, x, y):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, model(x, training=True))
+            scaled = optimizer.scale_loss(loss)
+        optimizer.apply(tape.gradient(scaled, model.trainable_weights), model.trainable_weights)
+        return loss
+
+    verdict = check("04.1", wrap, step)
+    assert verdict.passed, verdict.message
+
+
 # 04.2: read back in batches
 
 
@@ -240,3 +273,58 @@ def test_read_back_catches_every_step_run_before_any_read():
 
     verdict = check("04.2", run_steps)
     assert not verdict.passed and "waited for the device after steps [50]" in verdict.message
+
+
+def test_read_back_with_convert_to_tensor_is_right(tf):
+    """Previously rejected: the stand-in results did not convert as a list, real tensors do."""
+    def run_steps(step_fn, batches, read_back=20):
+        losses, pending = [], []
+        for i, batch in enumerate(batches, start=1):
+            pending.append(step_fn(batch))
+            if i % read_back == 0 or i == len(batches):
+                losses.extend(tf.convert_to_tensor(pending).numpy().tolist())
+                pending = []
+        return losses
+
+    verdict = check("04.2", run_steps)
+    assert verdict.passed, verdict.message
+
+
+def test_read_back_with_item_is_right():
+    def run_steps(step_fn, batches, read_back=20):
+        losses, pending = [], []
+        for batch in batches:
+            pending.append(step_fn(batch))
+            if len(pending) >= read_back:
+                losses.extend(loss.numpy().item() for loss in pending)
+                del pending[:]
+        losses.extend(loss.numpy().item() for loss in pending)
+        return losses
+
+    verdict = check("04.2", run_steps)
+    assert verdict.passed, verdict.message
+
+
+def test_read_back_catches_np_asarray_every_step():  # a read too, though no float() is seen
+    def run_steps(step_fn, batches, read_back=20):
+        losses = []
+        for batch in batches:
+            losses.append(float(np.asarray(step_fn(batch))))
+        return losses
+
+    verdict = check("04.2", run_steps)
+    assert not verdict.passed and "not each one" in verdict.message
+
+
+def test_read_back_catches_its_own_read_back():
+    def run_steps(step_fn, batches, read_back=20):
+        losses, pending = [], []
+        for batch in batches:
+            pending.append(step_fn(batch))
+            if len(pending) == 20:  # the default, whatever was asked
+                losses += [float(loss) for loss in pending]
+                pending = []
+        return losses + [float(loss) for loss in pending]
+
+    verdict = check("04.2", run_steps)
+    assert not verdict.passed and "with read_back=3" in verdict.message

@@ -3,6 +3,7 @@ solutions/05_survive_a_disconnect.py, run as the notebook would) and "not yet", 
 expected reason, to the untouched exercise and to the usual mistakes."""
 
 import json
+import os
 import tempfile
 from pathlib import Path
 
@@ -62,7 +63,7 @@ def test_resume_right_with_latest_checkpoint_and_read(tf):
 
 def test_resume_catches_no_restore(tf):
     verdict = check("05.1", _resume(tf, restore=False))
-    assert not verdict.passed and "started at 0" in verdict.message
+    assert not verdict.passed and "resumed at 0" in verdict.message
 
 
 def test_resume_catches_the_oldest_checkpoint(tf):
@@ -79,6 +80,55 @@ def test_resume_catches_a_step_read_from_the_file_name(tf):
 
     verdict = check("05.1", from_name)
     assert not verdict.passed and "fresh values" in verdict.message
+
+
+def test_resume_right_with_restore_or_initialize(tf):
+    def resume(directory, step, weights):
+        manager = tf.train.CheckpointManager(
+            tf.train.Checkpoint(step=step, weights=weights), directory, max_to_keep=2)
+        manager.restore_or_initialize()  # the newest checkpoint, if any
+        return manager, step.numpy().item()
+
+    verdict = check("05.1", resume)
+    assert verdict.passed, verdict.message
+
+
+def test_resume_right_with_the_largest_number(tf):
+    def resume(directory, step, weights):
+        checkpoint = tf.train.Checkpoint(step=step, weights=weights)
+        manager = tf.train.CheckpointManager(checkpoint, directory, max_to_keep=3)
+        numbers = [int(p.stem.rsplit("-", 1)[1]) for p in Path(directory).glob("ckpt-*.index")]
+        if numbers:
+            checkpoint.restore(f"{directory}/ckpt-{max(numbers)}").expect_partial()
+        return manager, int(step)
+
+    verdict = check("05.1", resume)
+    assert verdict.passed, verdict.message
+
+
+def test_resume_catches_names_sorted_as_text(tf):
+    """ckpt-12 sorts before ckpt-5 as text: the checkpoints are numbered past 9."""
+    def resume(directory, step, weights):
+        checkpoint = tf.train.Checkpoint(step=step, weights=weights)
+        manager = tf.train.CheckpointManager(checkpoint, directory, max_to_keep=3)
+        if found := sorted(Path(directory).glob("*.index")):
+            checkpoint.restore(str(found[-1].with_suffix("")))
+        return manager, int(step)
+
+    verdict = check("05.1", resume)
+    assert not verdict.passed and "resumed at 5" in verdict.message
+
+
+def test_resume_catches_variables_of_its_own(tf):
+    def resume(directory, step, weights):  # restores into new variables, not the given ones
+        mine = tf.Variable(0, dtype=tf.int64), tf.Variable(tf.zeros(3))
+        checkpoint = tf.train.Checkpoint(step=mine[0], weights=mine[1])
+        manager = tf.train.CheckpointManager(checkpoint, directory, max_to_keep=3)
+        checkpoint.restore(manager.latest_checkpoint)
+        return manager, int(mine[0])
+
+    verdict = check("05.1", resume)
+    assert not verdict.passed and "resumed at 0" in verdict.message
 
 
 def test_resume_leaves_no_folder_behind(tf, tmp_path, monkeypatch):
@@ -127,7 +177,9 @@ def test_settings_catches_an_error_for_the_same_settings():
     assert not verdict.passed and "raised ValueError: run.json exists" in verdict.message
 
 
-def test_settings_right_written_otherwise(tmp_path):
+def test_settings_catches_a_dropped_setting(tmp_path):
+    """Previously accepted: it compares only the keys of the new settings (the task says a
+    setting added or dropped is a change too)."""
     def same_settings(folder, settings):  # a KeyError-free compare, and its own error type
         run = tmp_path / "unused"
         path = f"{folder}/run.json"
@@ -144,4 +196,74 @@ def test_settings_right_written_otherwise(tmp_path):
         return not run.exists()
 
     verdict = check("05.2", same_settings)
+    assert not verdict.passed
+    assert "With 'data' changed (it was 'mnist', now None)" in verdict.message
+
+
+def test_settings_right_with_an_assert():
+    def same_settings(folder, settings):
+        path = Path(folder, "run.json")
+        if not path.is_file():
+            path.write_text(json.dumps(settings, sort_keys=True))
+            return False
+        saved = json.loads(path.read_text())
+        keys = sorted(saved.keys() | settings.keys())
+        changed = [k for k in keys if saved.get(k) != settings.get(k)]
+        assert not changed, f"cannot resume: {changed} changed"
+        return True
+
+    verdict = check("05.2", same_settings)
     assert verdict.passed, verdict.message
+
+def _compared(keys="both", message="names", error=RuntimeError, as_text=False):
+    def same_settings(folder, settings):
+        path = Path(folder) / "run.json"
+        if not path.exists():
+            path.write_text(json.dumps(settings))
+            return False
+        if as_text:  # the same settings in another order differ as text
+            if path.read_text() != json.dumps(settings):
+                raise error("settings changed")
+            return True
+        saved = json.loads(path.read_text())
+        names = {"both": {*saved, *settings}, "new": set(settings), "saved": set(saved)}[keys]
+        changed = sorted(k for k in names if saved.get(k) != settings.get(k))
+        if changed:
+            raise error(", ".join(changed) if message == "names" else "settings changed")
+        return True
+
+    return same_settings
+
+
+def test_settings_right_with_a_bare_exception():  # the task names no error type
+    verdict = check("05.2", _compared(error=Exception))
+    assert verdict.passed, verdict.message
+
+
+def test_settings_right_with_a_dict_difference():
+    def same_settings(folder, settings):
+        path = os.path.join(folder, "run.json")
+        if not os.path.isfile(path):
+            with open(path, "w") as f:
+                json.dump(settings, f, indent=2)
+            return False
+        with open(path) as f:
+            saved = json.load(f)
+        if saved != settings:
+            diff = set(saved.items()) ^ set(settings.items())
+            raise ValueError(f"refusing to resume, changed: {sorted({k for k, _ in diff})}")
+        return True
+
+    verdict = check("05.2", same_settings)
+    assert verdict.passed, verdict.message
+
+
+@pytest.mark.parametrize(("answer", "says"), [
+    (_compared(keys="new"), "With 'data' changed"),  # a dropped setting goes unseen
+    (_compared(keys="saved"), "With 'seed' changed"),  # an added one goes unseen
+    (_compared(message="vague"), "does not name it"),
+    (_compared(as_text=True), "settings changed"),  # raised for the same settings reordered
+])
+def test_settings_catches_partial_compares(answer, says):
+    verdict = check("05.2", answer)
+    assert not verdict.passed and says in verdict.message, verdict.message

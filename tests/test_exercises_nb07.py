@@ -3,6 +3,8 @@ wrong, to the untouched exercise and to the usual mistakes."""
 
 from __future__ import annotations
 
+import bisect
+
 import numpy as np
 import pytest
 from solved import solution_functions
@@ -69,12 +71,35 @@ def numpy_integers(fits, limit):  # right: NumPy's integers are integers
     return np.int64(bisecting(lambda b: fits(int(b)), int(np.int64(limit))))
 
 
+def with_bisect_module(fits, limit):  # right: doubling, then the standard library's bisect
+    if not fits(1):
+        return 0
+    good = 1
+    while good < limit and fits(min(2 * good, limit)):
+        good = min(2 * good, limit)
+    if good == limit:
+        return limit
+    bad = min(2 * good, limit)  # the try that failed
+    return good + bisect.bisect_left(range(good + 1, bad), True, key=lambda b: not fits(b))
+
+
+def walks_up_from_the_last_doubling(fits, limit):  # previously accepted: 37 is 5 steps past 32
+    if not fits(1):
+        return 0
+    batch = 1
+    while batch < limit and fits(min(2 * batch, limit)):
+        batch = min(2 * batch, limit)
+    while batch < limit and fits(batch + 1):
+        batch += 1
+    return batch
+
+
 def test_06_1_right(solved):
     result = verdict("07.1", solved["largest_batch"])
     assert result.passed, result.message
 
 
-@pytest.mark.parametrize("answer", [bisecting, numpy_integers])
+@pytest.mark.parametrize("answer", [bisecting, numpy_integers, with_bisect_module])
 def test_06_1_right_written_otherwise(answer):
     assert verdict("07.1", answer).passed
 
@@ -86,6 +111,7 @@ def test_06_1_right_written_otherwise(answer):
     (past_the_limit, "try only whole batch sizes from 1 to"),
     (lambda fits, limit: bisecting(fits, limit) or None, "return 0"),
     (plain_bisection, "plain bisection starts at limit / 2"),
+    (walks_up_from_the_last_doubling, "batches up to 600 fit, limit 8192"),
 ])
 def test_06_1_wrong(answer, expected):
     result = verdict("07.1", answer)
@@ -158,7 +184,44 @@ def with_lists(model, optimizer, loss_fn, micro_batches, k):
     return updates
 
 
-@pytest.mark.parametrize("answer", [with_variables, with_lists])
+def scaled_loss_and_apply(model, optimizer, loss_fn, micro_batches, k):
+    """Right, written otherwise: each loss divided by k, the gradients summed in a list of
+    tensors, applied with Keras 3's `optimizer.apply`."""
+    import tensorflow as tf
+
+    sums, updates = None, 0
+    for i, (xs, ys) in enumerate(micro_batches):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(ys, model(xs, training=True)) / k
+        grads = tape.gradient(loss, model.trainable_variables)
+        sums = grads if sums is None else [a + b for a, b in zip(sums, grads, strict=True)]
+        if (i + 1) % k == 0:
+            optimizer.apply(sums, model.trainable_variables)
+            sums, updates = None, updates + 1
+    return updates
+
+
+def concatenated(model, optimizer, loss_fn, micro_batches, k):
+    """Previously accepted: one gradient of the k micro-batches put back together (the same
+    update, in the memory of the large batch)."""
+    import tensorflow as tf
+
+    updates = 0
+    for xs, ys in micro_batches.batch(k):
+        xs, ys = tf.reshape(xs, (-1, xs.shape[-1])), tf.reshape(ys, (-1,))
+        with tf.GradientTape() as tape:
+            loss = loss_fn(ys, model(xs, training=True))
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+        updates += 1
+    return updates
+
+
+def its_own_k(model, optimizer, loss_fn, micro_batches, k):  # previously accepted: k was 4
+    return accumulating()(model, optimizer, loss_fn, micro_batches, 4)
+
+
+@pytest.mark.parametrize("answer", [with_variables, with_lists, scaled_loss_and_apply])
 def test_06_2_right_written_otherwise(answer):
     result = verdict("07.2", answer)
     assert result.passed, result.message
@@ -170,6 +233,8 @@ def test_06_2_right_written_otherwise(answer):
     (lambda: accumulating(every=True), "not one per micro-batch"),
     (lambda: accumulating(reset=False), "start a new sum"),
     (lambda: (lambda model, optimizer, loss_fn, micro_batches, k: 2), "did not change"),
+    (lambda: concatenated, "one loss on 16 examples"),
+    (lambda: its_own_k, "k=2"),
 ])
 def test_06_2_wrong(answer, expected):
     result = verdict("07.2", answer())

@@ -2,9 +2,7 @@
 
     python -m tools.exercises --check        # make check-notebooks
     python -m tools.exercises [--out DIR]    # make solutions: DIR/NN_name.ipynb, solved
-    python -m tools.exercises --notes        # the list in docs/instructor_notes.md
-
-An exercise cell opens with ``# Exercise NN.k: title``; its solution is in solutions/NN_name.py.
+    python -m tools.exercises --notes        # docs/instructor_notes.md's table and list (--corpus)
 """
 
 from __future__ import annotations
@@ -12,6 +10,7 @@ from __future__ import annotations
 import argparse
 import ast
 import builtins
+import json
 import re
 import sys
 from collections import namedtuple
@@ -24,7 +23,8 @@ from tools.course import BUILD, ROOT, notebook_paths, read_notebook, write_betwe
 
 SOLUTIONS = ROOT / "solutions"
 NOTES = ROOT / "docs" / "instructor_notes.md"
-START, END = "<!-- exercises:start -->", "<!-- exercises:end -->"
+MARKS = "<!-- exercises:start -->", "<!-- exercises:end -->"
+CORPUS = ROOT / "docs" / "exercise_corpus.json"  # per make target: its tests' answers per exercise
 MARKER = re.compile(r"^# Exercise (\d\d)\.(\d+): (.+)$")
 PER_NOTEBOOK = (2, 4)  # how many exercises each notebook has, at least and at most
 Block = namedtuple("Block", "id title source")
@@ -70,16 +70,14 @@ def _names(source: str) -> tuple[set[str], set[str]]:
     except SyntaxError:
         return set(), set()
     bound, used = set(), set()
-    for node in ast.walk(tree):
+    for node in ast.walk(tree):  # a def's, class's, except's, match's name, an argument's
         if isinstance(node, ast.Name):
             (used if isinstance(node.ctx, ast.Load) else bound).add(node.id)
-        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
-                        | ast.ExceptHandler) and node.name:
-            bound.add(node.name)
-        elif isinstance(node, ast.arg):
-            bound.add(node.arg)
         elif isinstance(node, ast.alias):
             bound.add((node.asname or node.name).split(".")[0])
+        elif isinstance(name := node.arg if isinstance(node, ast.arg) else
+                        getattr(node, "name", None), str):
+            bound.add(name)
     return bound, used
 
 
@@ -101,24 +99,20 @@ def problems(paths: list[Path] | None = None) -> list[str]:
             found.append(f"{name}: {len(ids)} exercises, expected {low} to {high}")
         if ids != [f"{number}.{k}" for k in range(1, len(ids) + 1)]:
             found.append(f"{name}: exercises {ids}, expected {number}.1, {number}.2, ...")
-        headings = [i for i, c in enumerate(nb.cells)
-                    if c.cell_type == "markdown" and c.source.startswith("## Exercises")]
-        if cells and not (headings and headings[0] < cells[0][0]):
+        if cells and not any(c.cell_type == "markdown" and c.source.startswith("## Exercises")
+                             for c in nb.cells[:cells[0][0]]):
             found.append(f"{name}: no '## Exercises' heading before its first exercise")
         blocks = solution_blocks(path) if (SOLUTIONS / solutions).exists() else {}
-        if cells and not (SOLUTIONS / solutions).exists():
-            found.append(f"{name}: no solutions file solutions/{solutions}")
         for index, id, title in cells:
             seen.add(id)
             after = next((c for c in nb.cells[index + 1:] if c.cell_type == "code"), None)
             if after is None or f'exercises.check("{id}"' not in after.source:
                 found.append(f"{name}: exercise {id} is not followed by its check cell")
-            if id not in registry:
-                found.append(f"{name}: exercise {id} has no check in helpers/exercises")
-            elif registry[id].title != title:
-                found.append(f"{name}: exercise {id} has another title in helpers/exercises")
+            if (has := getattr(registry.get(id), "title", None)) != title:
+                found.append(f"{name}: exercise {id} has {has and 'another title' or 'no check'} "
+                             "in helpers/exercises")
             if id not in blocks:
-                found.append(f"{name}: exercise {id} has no solution")
+                found.append(f"{name}: exercise {id} has no solution in solutions/{solutions}")
             elif blocks[id].title != title:
                 found.append(f"{name}: exercise {id} has another title in its solution")
             elif blocks[id].source.strip() == nb.cells[index].source.strip():
@@ -136,35 +130,44 @@ def problems(paths: list[Path] | None = None) -> list[str]:
     return found
 
 
-def exercise_list() -> str:
-    """The instructor notes' list: per notebook, each exercise with what its check catches."""
-    registry, lines = load_checks(), []
+def exercise_list(counts: dict[str, str]) -> str:
+    """The notes' table of ``counts`` (``{id: "right/wrong"}``), then each exercise's check."""
+    registry, lines, rows = load_checks(), [], ["| notebook | right / wrong answers |", "|---|---|"]
     for path in notebook_paths():
+        cells = exercise_cells(read_notebook(path))
+        rows.append(f"| {path.stem[:2]} | {', '.join(f'{i}: {counts[i]}' for _, i, _ in cells)} |")
         lines.append(f"\n**[{path.stem}](../notebooks/{path.name}#exercises)** "
                      f"([solutions](../solutions/{path.stem}.py))\n")
-        for _, id, title in exercise_cells(read_notebook(path)):
+        for _, id, title in cells:
             ex = registry.get(id)
             more = f" *Right* means: {ex.right} Hint: {ex.hint}" if ex else ""
             lines.append(f"- **{id}** {title}.{more}")
-    return "\n".join(lines).strip()
+    return "\n".join(rows + lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--check", action="store_true", help="only check the exercises")
-    parser.add_argument("--notes", action="store_true", help="write the instructor notes' list")
+    parser.add_argument("--notes", "--corpus", action="store_true", help="write them, counted")
     parser.add_argument("--out", type=Path, default=BUILD / "solutions")
     args = parser.parse_args(argv)
-    if found := problems():
-        print("\n".join(found), file=sys.stderr)
-        return 1
-    if args.notes or args.check:
-        if not write_between(NOTES, START, END, exercise_list(), check=args.check):
-            print("docs/instructor_notes.md is stale: run `python -m tools.exercises --notes`",
-                  file=sys.stderr)
-            return 1
-        print(f"exercises: {len(load_checks())}, each with its cell, check and solution")
-        return 0
+    if args.notes:  # the counts of the last runs of make unit, tpu-unit (tests/conftest.py)
+        runs = {p.stem: json.loads(p.read_text()) for p in BUILD.glob("exercise-corpus/*.json")}
+        CORPUS.write_text(json.dumps(json.loads(CORPUS.read_text()) | runs, indent=1) + "\n")
+    notes, runs = args.notes or args.check, json.loads(CORPUS.read_text()).values()
+    counts = {ex: f"{c['right']}/{c['wrong']}" for run in runs for ex, c in run.items()}
+    found = problems() + [f"exercise {ex} has no answers counted in {CORPUS.name}: run `make unit`"
+                          f" and `make tpu-unit`, then `python -m tools.exercises --corpus`"
+                          for ex in sorted(set(load_checks()) - set(counts)) if notes]
+    thin = {ex: c for run in runs for ex, c in run.items() if c["right"] < 3 or c["wrong"] < 4}
+    found += [f"exercise {ex}: {c['right']} right and {c['wrong']} wrong answers in its tests; "
+              "at least 3 and 4" for ex, c in thin.items() if notes]
+    if not found and notes and not write_between(NOTES, *MARKS, exercise_list(counts), args.check):
+        found = ["docs/instructor_notes.md is stale: run `python -m tools.exercises --notes`"]
+    if found or notes:
+        print("\n".join(found) or f"exercises: {len(load_checks())}, each with its cell, check, "
+              "solution and answers counted", file=sys.stderr if found else sys.stdout)
+        return 1 if found else 0
     for path in write_solutions(args.out):
         print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
     return 0

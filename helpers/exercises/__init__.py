@@ -1,7 +1,5 @@
 """Exercises that check themselves: a cell the learner completes (``# Exercise NN.k: title``,
-placeholders ``...``), then ``exercises.check("NN.k", <what it defined>)``, which never raises: it
-shows "right" and what that proves, or "not yet", what is wrong and, after an attempt, a hint, and
-records it (``EXERCISE_MIME``). Checks are in ``nbNN.py``, device stand-ins here."""
+placeholders ``...``), then one that calls ``exercises.check("NN.k", <what it defined>)``."""
 
 from __future__ import annotations
 
@@ -10,8 +8,10 @@ import html
 import importlib
 import numbers
 import pkgutil
+import sys
 import time
 import traceback
+import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -20,10 +20,9 @@ import numpy as np
 from helpers.errors import ExerciseNotDone as NotDone  # a check's "still the placeholder"
 
 EXERCISE_MIME = "application/vnd.fast-tf-course.exercise+json"
-#: What an untouched exercise says: nothing more, so that "Run all" shows no hint
+#: What an untouched exercise says, and nothing more: "Run all" shows no hint
 UNTOUCHED = ("The cell above still holds its placeholder (`...`): replace it with your answer, "
              "run it, then run this cell.")
-#: What an attempt that returned None says (then the hint)
 NO_RETURN = "Your code returned None where the task asks for a value: is a `return` missing?"
 #: The instructions of a function whose body is only ``...``, ``pass`` or a docstring
 _NOTHING = {"RESUME", "NOP", "CACHE", "LOAD_CONST", "RETURN_VALUE", "RETURN_CONST"}
@@ -33,23 +32,23 @@ _NOTHING = {"RESUME", "NOP", "CACHE", "LOAD_CONST", "RETURN_VALUE", "RETURN_CONS
 class Exercise:
     id: str  # "NN.k": notebook NN's k-th exercise
     title: str
-    hint: str
+    hint: str  # for a second, different wrong try
     check: Callable[..., str | None]  # None when right, else what is wrong
     right: str  # what passing proves
+    where: str = "the section of this notebook that the task names"  # for a first wrong try
 
 
 REGISTRY: dict[str, Exercise] = {}
+TRIES: dict[str, tuple[object, int]] = {}  # id: (last answer's fingerprint, 0 none/1 where/2 hint)
 
 
-def exercise(id: str, title: str, *, hint: str, right: str):
+def exercise(id: str, title: str, *, hint: str, right: str, where: str = Exercise.where):
     """Register a check: it returns None if the answer is right, else what is wrong (or NotDone)."""
-
     def register(check: Callable[..., str | None]) -> Callable[..., str | None]:
         if id in REGISTRY:
             raise ValueError(f"exercise {id} is registered twice")
-        REGISTRY[id] = Exercise(id, title, hint, check, right)
+        REGISTRY[id] = Exercise(id, title, hint, check, right, where)
         return check
-
     return register
 
 
@@ -62,13 +61,26 @@ def require(*values: object) -> None:
 def untouched(value: object) -> bool:
     """Whether ``value`` is ``...`` or a function whose body is still only ``...``, ``pass`` or
     a docstring (one with code of its own that returns None is an attempt)."""
-    if value is Ellipsis:
-        return True
     code = getattr(value, "__code__", None)
-    return code is not None and all(
+    return value is Ellipsis or code is not None and all(
         i.opname in _NOTHING and (i.opname not in ("LOAD_CONST", "RETURN_CONST")
                                   or i.argval in (None, Ellipsis))
         for i in dis.get_instructions(code))
+
+
+def fingerprint(value: object) -> object:
+    """What tells answers apart across runs of a cell: a function's bytecode, names, constants
+    and defaults (not its comments), a plain value, a container's items; of the rest the type."""
+    value = getattr(value, "__func__", getattr(value, "__wrapped__", value))  # tf.function, jit
+    if isinstance(value, types.FunctionType):
+        value = (value.__code__, value.__defaults__, value.__kwdefaults__)
+    if isinstance(value, types.CodeType):
+        value = (value.co_code, value.co_names, value.co_consts)
+    if isinstance(value, dict | list | tuple | set | frozenset):
+        parts = tuple(map(fingerprint, value.items() if isinstance(value, dict) else value))
+        return tuple(sorted(parts, key=repr)) if isinstance(value, set | frozenset) else parts
+    plain = value is None or value is Ellipsis or isinstance(value, str | bytes | numbers.Number)
+    return repr(value) if plain else type(value).__qualname__
 
 
 def is_number(value: object, kind: type = numbers.Integral) -> bool:
@@ -97,7 +109,6 @@ class Pending:
 
     def __tf_tensor__(self, dtype=None, name=None):  # tf.stack(results): one read
         import tensorflow as tf
-
         return tf.constant(self._read(), dtype=dtype or tf.float32, name=name)
 
     def __repr__(self):
@@ -133,8 +144,7 @@ class _Queued(Pending):
         self.device, self.value = device, value
 
     def _read(self) -> float:
-        self.device.sync()
-        return self.value
+        return self.device.sync() or self.value  # sync() returns None
 
 
 @dataclass(frozen=True)
@@ -143,30 +153,26 @@ class Verdict:
     title: str
     passed: bool
     message: str  # what passing proves, or what is wrong
-    hint: str  # shown when an attempt did not pass ("" before any attempt)
+    hint: str  # after a wrong try: "Where to look: ..." or "Hint: ..."; else ""
     _shown: bool = field(default=False, compare=False, repr=False)
 
     def line(self) -> str:
-        if self.passed:
-            return f"✅ Exercise {self.exercise} ({self.title}): right. {self.message}"
-        hint = f" Hint: {self.hint}" if self.hint else ""
-        return f"❌ Exercise {self.exercise} ({self.title}): not yet. {self.message}{hint}"
+        mark, said = ("✅", "right") if self.passed else ("❌", "not yet")
+        return f"{mark} Exercise {self.exercise} ({self.title}): {said}. " + " ".join(
+            filter(None, (self.message, self.hint)))
 
     def _repr_mimebundle_(self, include=None, exclude=None):
         colour, line = "#1e7b34" if self.passed else "#b3261e", self.line()
-        return {
-            "text/plain": line,
-            "text/html": f'<p style="color:{colour};font-weight:500">{html.escape(line)}</p>',
-            EXERCISE_MIME: {"exercise": self.exercise, "passed": self.passed}}
+        return {"text/plain": line, EXERCISE_MIME: {"exercise": self.exercise,
+                                                    "passed": self.passed},
+                "text/html": f'<p style="color:{colour};font-weight:500">{html.escape(line)}</p>'}
 
-    def __repr__(self) -> str:
-        return self.line()
+    __repr__ = line
 
     def _ipython_display_(self) -> None:  # check() shows it; as the cell's value, not again
         if not self._shown:
             object.__setattr__(self, "_shown", True)
             from IPython.display import publish_display_data
-
             publish_display_data(self._repr_mimebundle_())
 
 
@@ -179,42 +185,36 @@ def load_checks() -> dict[str, Exercise]:
 
 
 def check(exercise_id: str, *answer, **named) -> Verdict:
-    """Check exercise ``exercise_id``, show and return the verdict; a wrong answer never raises."""
-    checks = load_checks()
-    if exercise_id not in checks:
-        raise KeyError(f"no exercise {exercise_id!r}; the course has {sorted(checks)}")
-    ex = checks[exercise_id]
-    hint = ex.hint
+    """Check exercise ``exercise_id``, show and return the verdict; a wrong answer never raises.
+    A wrong answer other than the last one checked gets where to look, then the hint; the same
+    answer again gets what it got, an untouched one neither: Run all twice shows the same."""
+    if (ex := load_checks().get(exercise_id)) is None:
+        raise KeyError(f"no exercise {exercise_id!r}; the course has {sorted(REGISTRY)}")
     try:
         problem = ex.check(*answer, **named)
     except NotDone:
         given = [*answer, *named.values()]
-        if not given or any(untouched(value) for value in given):
-            problem, hint = UNTOUCHED, ""  # not tried yet: no hint, never the solution
-        else:
-            problem = NO_RETURN
+        problem = UNTOUCHED if not given or any(map(untouched, given)) else NO_RETURN
     except Exception as error:  # the learner's code failed: say where, in one line
-        frames = traceback.extract_tb(error.__traceback__)
-        theirs = [f for f in frames if "site-packages" not in f.filename
-                  and "helpers/exercises" not in f.filename.replace("\\", "/")]
-        if theirs:  # the learner's own line
-            problem = (f"Your code raised {type(error).__name__}: {error} "
-                       f"(line {theirs[-1].lineno}: {(theirs[-1].line or '').strip()})")
-        else:  # it failed in the check, on what the learner's code gave it: never the check's line
-            problem = (f"What your code returned could not be used as the task asks: "
-                       f"{type(error).__name__}: {error}")
+        theirs = [f for f in traceback.extract_tb(error.__traceback__) if "site-packages"
+                  not in f.filename and "helpers/exercises" not in f.filename.replace("\\", "/")]
+        problem = (f"Your code raised {type(error).__name__}: {error} (line {theirs[-1].lineno}: "
+                   f"{(theirs[-1].line or '').strip()})" if theirs  # else never the check's line
+                   else "What your code returned could not be used as the task asks: "
+                        f"{type(error).__name__}: {error}")
+    hint, (last, level) = "", TRIES.get(ex.id, ("", 0))
+    if problem != UNTOUCHED:  # a try: a step further if wrong and not the last answer checked
+        now = fingerprint((answer, sorted(named.items())))
+        TRIES[ex.id] = now, (level := min(level + (problem is not None and now != last), 2))
+        hint = ("", f"Where to look: {ex.where}. A changed answer that is still "
+                    f"wrong gets a hint.", f"Hint: {ex.hint}")[level if problem else 0]
     verdict = Verdict(ex.id, ex.title, problem is None, problem or ex.right, hint)
     _show(verdict)
     return verdict
 
 
 def _show(verdict: Verdict) -> None:
-    try:
-        from IPython import get_ipython
-        from IPython.display import display
-    except ImportError:
-        get_ipython = None
-    if get_ipython is not None and get_ipython() is not None:
-        display(verdict)
+    if getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)():  # in a kernel
+        verdict._ipython_display_()
     else:
         print(verdict.line())

@@ -3,26 +3,35 @@ real timings: it times a stand-in device whose costs are sleeps chosen here, wit
 
 from __future__ import annotations
 
+import contextlib
 import numbers
 from unittest import mock
 
-from helpers.exercises import Device, Pending, exercise, is_number, require
+import numpy as np
+
+from helpers.exercises import Device, exercise, is_number, require
 
 
 def _seconds(timer, device: Device, repeats: int) -> float | str:
-    """What ``timer`` measures on ``device``, or what is wrong (a str); meanwhile ``sync_devices``,
-    and any name the learner's cell bound to it, wait for ``device``."""
+    """What ``timer`` measures on ``device``, or what is wrong (a str); meanwhile ``sync_devices``
+    waits for ``device``: by its name, the cell's, a default argument, or imported from home."""
     import tensorflow as tf
 
     original = getattr(tf.test.experimental, "sync_devices", None)
-    space = getattr(timer, "__globals__", {})
+    space, defaults = getattr(timer, "__globals__", {}), getattr(timer, "__defaults__", None)
     bound = [name for name, value in space.items() if original is not None and value is original]
-    with mock.patch.object(tf.test.experimental, "sync_devices", device.sync, create=True):
+    home = mock.patch(f"{original.__module__}.sync_devices", device.sync) if original else None
+    with mock.patch.object(tf.test.experimental, "sync_devices", device.sync, create=True), \
+            home or contextlib.nullcontext():
         space.update(dict.fromkeys(bound, device.sync))
+        if defaults:
+            timer.__defaults__ = tuple(device.sync if d is original else d for d in defaults)
         try:
             result = timer(device.call, repeats)
         finally:
             space.update(dict.fromkeys(bound, original))
+            if defaults:
+                timer.__defaults__ = defaults
     require(result)
     if not is_number(result, numbers.Real):
         return f"It returned a {type(result).__name__} ({result!r}), not a number of seconds."
@@ -30,6 +39,7 @@ def _seconds(timer, device: Device, repeats: int) -> float | str:
 
 
 @exercise("02.1", "time any call correctly",
+          where="`time_calls` under \"Timing done wrong, and done right\"",
           hint="Call `fn()` once before timing (the first call traces), then for each of "
                "`repeats` samples: start the clock, call `fn()`, wait with "
                "`tf.test.experimental.sync_devices()` (or read the result), stop the clock; "
@@ -37,10 +47,8 @@ def _seconds(timer, device: Device, repeats: int) -> float | str:
           right="It leaves the first call out, waits for the device in every sample, and one "
                 "slow sample does not move it.")
 def median_seconds(timer) -> str | None:
-    trace_s = 0.2  # the stand-in's first call: tracing, on the host
-    work_s = 0.01  # the device work each call queues
-    slow_s = 0.2  # one call's device work, slower (an outlier)
-    device = Device(work_s, trace_s=trace_s)  # the first call is slow (tracing)
+    trace_s, work_s, slow_s = 0.2, 0.01, 0.2  # the first call's tracing, a call's work, an outlier
+    device = Device(work_s, trace_s=trace_s)
     if isinstance(seconds := _seconds(timer, device, 2), str):
         return seconds
     if device.calls < 3:
@@ -116,6 +124,7 @@ def _check_mixed(model, kind: str, before: str) -> str | None:  # right after bu
 
 
 @exercise("02.2", "build a model in mixed precision",
+          where="`build` under \"Training: the same code on the CPU and the accelerator\"",
           hint="`previous = keras.mixed_precision.global_policy()`, then "
                "`set_global_policy(\"mixed_float16\" if kind == \"gpu\" else "
                "\"mixed_bfloat16\")`, build, give the last `Dense` `dtype=\"float32\"`, and "
@@ -138,53 +147,44 @@ def mixed_model(build) -> str | None:
     return None
 
 
-class _Loss(Pending):
-    """A loss tensor: TensorFlow computes with it without a read; reading its value is logged."""
+@contextlib.contextmanager
+def reads(on_read):
+    """While it lasts, ``on_read()`` runs whenever Python reads a real tensor's value, any way."""
+    import tensorflow as tf
+    from tensorflow.python.framework import ops
 
-    __array_priority__ = 100  # as TensorFlow's tensors: NumPy hands `np_value + loss` to us
+    def logged(real, check):
+        def read(value, *args, **kwargs):
+            if not check or any(isinstance(v, tf.Tensor) for v in (value, *(
+                    value if isinstance(value, list | tuple) else ()))):
+                on_read()
+            return real(value, *args, **kwargs)
+        return read
 
-    def __init__(self, value: float, log: list):
-        self._value, self._log = value, log
-
-    def _read(self) -> float:
-        self._log.append("read")
-        return self._value
-
-    def __tf_tensor__(self, dtype=None, name=None):  # no read
-        import tensorflow as tf
-
-        return tf.constant(self._value, dtype=dtype or tf.float32, name=name)
-
-    def __format__(self, spec):
-        return format(float(self), spec)
-
-    def __add__(self, other):
-        return self.__tf_tensor__() + other
-
-    def __radd__(self, other):
-        return other + self.__tf_tensor__()
-
-    def __truediv__(self, other):
-        return self.__tf_tensor__() / other
-
-    def __mul__(self, other):
-        return self.__tf_tensor__() * other
-
-    __rmul__ = __mul__
+    base = ops._EagerTensorBase
+    with mock.patch.object(base, "_numpy", logged(base._numpy, False)), \
+            mock.patch.object(np, "asarray", logged(np.asarray, True)), \
+            mock.patch.object(np, "array", logged(np.array, True)):
+        yield
 
 
 @exercise("02.3", "average the loss without stalling",
+          where="`read_at_the_end` under \"Reading a value every step stalls the device\"",
           hint="Keep the losses as tensors (`total = total + step()`, or a list and "
                "`tf.add_n`), and read once, after the loop: `float(total) / steps`.",
           right="It reads the losses only after the last step: the device never waits for Python.")
 def mean_loss(average) -> str | None:
+    import tensorflow as tf
+
     steps, log = 6, []
+    losses = [float(i * i) for i in range(1, steps + 1)]  # mean 15.17, median 12.5, last 36
 
     def step():  # a training step: queues its work and returns the loss, a tensor
         log.append("step")
-        return _Loss(float(log.count("step")), log)  # losses 1, 2, ..., 6
+        return tf.constant(losses[(log.count("step") - 1) % steps])
 
-    result = average(step, steps)
+    with reads(lambda: log.append("read")):
+        result = average(step, steps)
     require(result)
     if (ran := log.count("step")) != steps:
         return f"It ran {ran} step(s) for steps={steps}."
@@ -195,7 +195,6 @@ def mean_loss(average) -> str | None:
         kind = "tensor" if hasattr(result, "numpy") or hasattr(result, "dtype") else "value"
         return (f"It returned a {type(result).__name__} ({kind}), not a Python float: read the "
                 "total once, after the loop, with `float(...)`.")
-    if abs(float(result) - (steps + 1) / 2) > 1e-5:
-        return (f"It returned {float(result):g} for losses 1 to {steps}: their mean is "
-                f"{(steps + 1) / 2:g}.")
+    if abs(float(result) - (mean := sum(losses) / steps)) > 1e-4:
+        return f"It returned {float(result):g} for losses {losses}: their mean is {mean:.4g}."
     return None

@@ -1,5 +1,4 @@
-"""Checks for notebook 03's exercises (tf.data pipelines). They read a dataset's steps from its
-graph and what it yields for one epoch; they never time it."""
+"""Checks for notebook 03's exercises (tf.data pipelines): a dataset's steps and one epoch."""
 
 from __future__ import annotations
 
@@ -19,8 +18,7 @@ _KINDS = [("parallel map", r"ParallelMapDataset"), ("map", r"MapDataset"),
 
 
 def chain(ds) -> list[tuple[str, dict]]:
-    """The steps of ``ds`` from its source to its last transformation: ``(kind, attrs)``, kind
-    one of "map", "parallel map", "cache", "shuffle", "batch", "prefetch" or the op's name."""
+    """The steps of ``ds``, source first, as ``(kind, attrs)``: a kind of _KINDS or the op."""
     import tensorflow as tf
 
     graph = tf.compat.v1.GraphDef.FromString(
@@ -42,22 +40,8 @@ def chain(ds) -> list[tuple[str, dict]]:
 _N, _BATCH, _SHAPE = 20, 6, (2, 2, 1)
 
 
-def _records():
-    """Serialised images whose pixels are their label, with ``decode`` and ``augment`` for them."""
-    import tensorflow as tf
-
-    def decode(record):
-        image = tf.ensure_shape(tf.io.parse_tensor(record, tf.uint8), _SHAPE)
-        return image, tf.cast(image[0, 0, 0], tf.int64)
-
-    def augment(image, label):
-        return tf.image.flip_left_right(image), label
-
-    records = [tf.io.serialize_tensor(np.full(_SHAPE, i, np.uint8)).numpy() for i in range(_N)]
-    return tf.data.Dataset.from_tensor_slices(records), decode, augment
-
-
 @exercise("03.1", "reorder a slow tf.data chain",
+          where="`finish` and the maps of `read_tfrecords` under \"Real pipelines\"",
           hint="decode in a parallel map, `.cache()`, `.shuffle(...)`, augment in a parallel "
                "map, `.batch(batch_size)`, `.prefetch(tf.data.AUTOTUNE)`: the tail `finish` "
                "builds. `num_parallel_calls=tf.data.AUTOTUNE` makes a map parallel.",
@@ -66,7 +50,13 @@ def _records():
 def fast_chain(build) -> str | None:
     import tensorflow as tf
 
-    ds = build(*_records(), _BATCH)
+    def decode(record):  # serialised images whose pixels are their label
+        image = tf.ensure_shape(tf.io.parse_tensor(record, tf.uint8), _SHAPE)
+        return image, tf.cast(image[0, 0, 0], tf.int64)
+
+    records = [tf.io.serialize_tensor(np.full(_SHAPE, i, np.uint8)).numpy() for i in range(_N)]
+    ds = build(tf.data.Dataset.from_tensor_slices(records), decode,
+               lambda image, label: (tf.image.flip_left_right(image), label), _BATCH)
     require(ds)
     if not isinstance(ds, tf.data.Dataset):
         return f"It returned a {type(ds).__name__}, not a tf.data.Dataset."
@@ -89,8 +79,7 @@ def fast_chain(build) -> str | None:
                 f"({len(set(labels))} different ones): keep every example once.")
     if labels == sorted(labels):
         return ("One epoch came in the records' own order: its shuffle does not shuffle (a "
-                "buffer of 1 keeps the order). Shuffle with a buffer as large as the data, as "
-                "`slow_chain` does.")
+                "buffer of 1 keeps the order). Shuffle with a buffer as large as the data.")
     if sizes != (expected := [_BATCH] * (_N // _BATCH) + [_N % _BATCH]):
         return f"Its batches hold {sizes} examples; batch({_BATCH}) of {_N} gives {expected}."
     steps = chain(ds)
@@ -121,23 +110,24 @@ def fast_chain(build) -> str | None:
 
 
 @exercise("03.2", "skip the files that do not decode",
+          where="`image_folder` (\"Real pipelines\") and \"Bad data: skipped, counted, reported\"",
           hint="Decode in `map` (`tf.io.decode_image(tf.io.read_file(path), 1, "
                "expand_animations=False)`), and call `.ignore_errors()` on the dataset AFTER "
                "that map: it drops the elements whose map failed.",
-          right="The readable images arrive with their labels; the two broken files are "
+          right="The readable images arrive with their labels; only the two broken files are "
                 "skipped, and the epoch goes on.")
 def load_images(build) -> str | None:
     import tensorflow as tf
 
-    labels = {"a.png": 0, "b.png": 1, "truncated.png": 2, "notes.txt": 3, "c.png": 4}
-    readable = [0, 1, 4]
+    # broken files where every batch that holds one holds a readable one too: dropping whole
+    # batches (`ignore_errors` after `batch`) loses readable images. c.png is in colour.
+    labels = {"a.png": 0, "truncated.png": 1, "b.png": 2, "c.png": 3, "notes.txt": 4, "d.png": 5}
+    readable = [0, 2, 3, 5]
     with tempfile.TemporaryDirectory() as folder:
-        for name, label in labels.items():
-            if label in readable:  # grey images; c.png in colour, to decode to one channel
-                image = np.full((8, 8, 3 if name == "c.png" else 1), 40 * label + 10, np.uint8)
-                Path(folder, name).write_bytes(tf.io.encode_png(image).numpy())
-        Path(folder, "truncated.png").write_bytes(b"\x89PNG broken")
-        Path(folder, "notes.txt").write_text("not an image")
+        for name, label in labels.items():  # a broken file: a PNG header, cut short
+            image = np.full((8, 8, 3 if name == "c.png" else 1), 40 * label + 10, np.uint8)
+            Path(folder, name).write_bytes(
+                tf.io.encode_png(image).numpy() if label in readable else b"\x89PNG broken")
         ds = build([str(Path(folder, name)) for name in labels], list(labels.values()))
         require(ds)
         if not isinstance(ds, tf.data.Dataset):
@@ -159,11 +149,12 @@ def load_images(build) -> str | None:
                     "`ignore_errors()` must come after the map that decodes.")
     if sorted(found) != readable:
         return (f"It gave labels {sorted(found)}; the readable files have {readable} (the "
-                "broken ones are 2 and 3).")
+                "broken ones are 1 and 4): skip single files, after the map that decodes.")
     return None
 
 
 @exercise("03.3", "slice shuffled batches on the device",
+          where="`device_batches` under \"A small data set kept on the device\"",
           hint="`order = tf.argsort(tf.random.uniform([n]))`, then for each start "
                "`index = order[start:start + batch_size]` and "
                "`(tf.gather(x, index), tf.gather(y, index))`: one order for both.",
@@ -172,20 +163,19 @@ def load_images(build) -> str | None:
 def device_epoch(batches) -> str | None:
     import tensorflow as tf
 
-    rows, batch_size = 10, 4
+    rows = 10
     gpus = tf.config.list_logical_devices("GPU")[:1]  # the real thing, where there is one
     with tf.device(gpus[0].name if gpus else "/CPU:0"):
         x = tf.reshape(tf.range(2 * rows, dtype=tf.float32), (rows, 2))  # row i: [2i, 2i + 1]
         y = tf.range(rows)
     where = tf.DeviceSpec.from_string(x.device).device_type
     orders = []
-    for _ in range(2):
+    for batch_size in (4, 3):  # two sizes: the answer's own number would fit only one
         epoch = batches(x, y, batch_size)
         require(epoch)
         if isinstance(epoch, tf.data.Dataset):  # the same verdict on every device: tf.data
-            return ("It returned a tf.data pipeline: tf.data runs on the host, so on a GPU "
-                    "every batch is made on the CPU and copied over again. Slice the tensors "
-                    "where they live, with `tf.gather`, in a plain Python generator.")
+            return ("It returned a tf.data pipeline, which runs on the host: on a GPU each batch "
+                    "is copied over again. Slice with `tf.gather`, in a Python generator.")
         order, sizes = [], []
         for element in epoch:
             if not (isinstance(element, tuple | list) and len(element) == 2):
@@ -204,8 +194,8 @@ def device_epoch(batches) -> str | None:
         if sorted(order) != list(range(rows)):
             return (f"One epoch gave {len(order)} examples of {rows} ({len(set(order))} "
                     "different): every example exactly once, the last partial batch too.")
-        if max(sizes) > batch_size:
-            return f"Its batches hold {sizes} examples, for batch_size={batch_size}."
+        if sizes != (expected := [batch_size] * (rows // batch_size) + [rows % batch_size]):
+            return f"Its batches hold {sizes} examples; batch_size={batch_size} gives {expected}."
         orders.append(order)
     if orders[0] == list(range(rows)) or orders[0] == orders[1]:
         return "Two epochs came in the same order: shuffle the indices for every epoch."

@@ -6,11 +6,13 @@ import math
 
 import numpy as np
 
-from helpers.exercises import Device, Pending, exercise, require
+from helpers.exercises import exercise, require
+from helpers.exercises.nb02 import reads
 from helpers.logs import native_noise_filtered
 
 
 @exercise("04.1", "add loss scaling to a float16 step",
+          where="`make_train_step` and `update` under \"The training step\", and `build_gan`",
           hint="Wrap the optimizer: `keras.optimizers.LossScaleOptimizer(optimizer)`. In the "
                "step, `scaled = optimizer.scale_loss(loss)` inside the `with tf.GradientTape()` "
                "block, `tape.gradient(scaled, model.trainable_variables)`, then "
@@ -21,8 +23,7 @@ def float16_step(make_optimizer, step) -> str | None:
     import keras
     import tensorflow as tf
 
-    # The loss is mean(prediction * tiny): its gradient, tiny * mean(x), is below float16's
-    # smallest number (about 6e-8), so it is zero unless the loss is scaled up first.
+    # loss mean(prediction * tiny): its gradient, tiny * mean(x), underflows float16 (6e-8)
     tiny, inputs = 1e-8, [[1.0, 2.0, 3.0, 4.0]] * 8
     inner = keras.optimizers.SGD(learning_rate=1.0)  # plain SGD: the update is -gradient
     optimizer = make_optimizer(inner)
@@ -38,6 +39,8 @@ def float16_step(make_optimizer, step) -> str | None:
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(
         1, use_bias=False, kernel_initializer=keras.initializers.Constant(start),
         dtype="mixed_float16")])
+    optimizer.build(model.trainable_variables)
+    optimizer.dynamic_scale.assign(2.0**13)  # as after skipped steps: not the initial scale
 
     def loss_fn(y, predictions):  # float32, and tiny
         return tf.reduce_mean(tf.cast(predictions, "float32") * y)
@@ -59,12 +62,13 @@ def float16_step(make_optimizer, step) -> str | None:
                 "the gradients of `optimizer.scale_loss(loss)`, not of `loss`.")
     if not np.allclose(moved, expected, rtol=0.02):
         ratio = float(np.median(moved / expected))
-        if ratio > 2:  # the scaled gradients applied as they are
+        if math.isclose(ratio, 2.0**13, rel_tol=0.05):  # the scale: scaled gradients applied
             return (f"The weights moved by {ratio:.3g} times the right amount, the loss scale: "
                     "the gradients were never unscaled. Call `optimizer.apply`, which unscales "
                     "them; its `inner_optimizer`'s does not.")
-        return (f"The weights moved by {ratio:.3g} times the right amount: `apply` unscales "
-                "the gradients itself, so pass it the scaled loss's gradients unchanged.")
+        return (f"The weights moved by {ratio:.3g} times the right amount: `apply` unscales by "
+                "the optimizer's current scale, so pass it the gradients of "
+                "`optimizer.scale_loss(loss)`, unchanged.")
     unscaled = start * float(np.sum(inputs[0])) * tiny  # mean(prediction * y), before it
     if not math.isclose(float(loss), unscaled, rel_tol=0.02):
         return (f"It returned {float(loss):.3g}, {float(loss) / unscaled:.3g} times the loss: "
@@ -73,31 +77,41 @@ def float16_step(make_optimizer, step) -> str | None:
 
 
 @exercise("04.2", "read the losses back in batches",
+          where="`train` under \"Batches, and a loop that does not stall\" (its `read_back`)",
           hint="Append each step's result to `pending` without reading it; when `pending` "
                "holds `read_back` results, read them all (`float(loss)`) into `losses` and "
                "empty it; after the loop, read what is left.",
           right="The loop waited for the device once per `read_back` steps, and at the end, "
                 "and still returned every step's loss in order.")
 def run_steps(fn) -> str | None:
+    import tensorflow as tf
+
+    queued, waits = [], []  # a read waits once for every step queued so far
+
+    def step(batch):  # a real tensor: any way of reading it counts
+        queued.append(batch)
+        return tf.constant(1.0 / len(queued))
+
     for steps, read_back in ((50, 20), (7, 3), (4, 1)):
-        device = Device()
-        losses = fn(device.call, [None] * steps, read_back)
-        require(losses)
-        losses = list(losses)
+        queued.clear(), waits.clear()
+        with reads(lambda: waits.append(len(queued)) if waits[-1:] != [len(queued)] else None):
+            losses = fn(step, [None] * steps, read_back)
+            require(losses)
+            losses = list(losses)
         if len(losses) != steps:
             return (f"For {steps} steps it returned {len(losses)} losses: "
                     + ("the ones still pending after the loop were never read."
                        if len(losses) < steps else "some steps were read twice."))
-        if any(v is None or v is Ellipsis or isinstance(v, Pending) for v in losses):
+        if any(v is None or v is Ellipsis or tf.is_tensor(v) for v in losses):
             return "It returned the results themselves: read each one back with `float()`."
         if not all(math.isclose(float(a), 1.0 / i, rel_tol=1e-6)
                    for i, a in enumerate(losses, start=1)):
             return "The losses it returned are not the steps' losses, in the steps' order."
         expected = sorted({*range(read_back, steps + 1, read_back), steps})
-        if device.waits != expected:
+        if waits != expected:
             return (f"For {steps} steps with read_back={read_back} it waited for the device "
-                    f"after steps {device.waits}, not {expected}: read back every `read_back` "
-                    + ("steps, not each one." if len(device.waits) > len(expected) else
+                    f"after steps {waits}, not {expected}: read back every `read_back` "
+                    + ("steps, not each one." if len(waits) > len(expected) else
                        "steps, so that the loop shows its progress and the device does not "
                        "hold every result."))
     return None

@@ -3,12 +3,11 @@
 import tempfile
 from pathlib import Path
 
-import numpy as np
-
 from helpers.exercises import exercise, require
 
 
 @exercise("05.1", "resume from the newest checkpoint",
+          where="`make_checkpoint` and `restore` under \"Checkpoints\"",
           hint="`checkpoint = tf.train.Checkpoint(step=step, weights=weights)`, `manager = "
                "tf.train.CheckpointManager(checkpoint, directory, max_to_keep=3)`, then "
                "`checkpoint.restore(manager.latest_checkpoint)` (it is None in an empty folder, "
@@ -38,19 +37,17 @@ def resume(resume_fn) -> str | None:
                     "`CheckpointManager` with `directory`.")
         step, weights = fresh()  # new objects, as after a disconnect
         _, start = resume_fn(path, step, weights)
-    if int(start) == 0:
-        return ("With checkpoints at steps 5 and 12 in the folder, it started at 0: restore "
-                "`manager.latest_checkpoint` into the checkpoint.")
     if int(start) != 12:
         return (f"With checkpoints at steps 5 and 12 in the folder, it resumed at {int(start)}: "
-                "resume from the newest, `manager.latest_checkpoint`.")
-    if int(step.numpy()) != 12 or not np.allclose(weights.numpy(), [12, 13, 14]):
+                "restore the newest, `manager.latest_checkpoint`, into the checkpoint.")
+    if int(step.numpy()) != 12 or weights.numpy().tolist() != [12, 13, 14]:
         return ("It returned step 12, but the variables it was given still hold their fresh "
                 "values: restore them with `checkpoint.restore(...)`, then read the step.")
     return None
 
 
 @exercise("05.2", "refuse to resume a run whose settings changed",
+          where="the `same_run` line under \"The run's settings\", and the prose above it",
           hint="`path = Path(folder) / 'run.json'`; if it does not exist, "
                "`path.write_text(json.dumps(settings))` and return False; otherwise compare "
                "`json.loads(path.read_text())` with `settings`, raise an error naming the keys "
@@ -67,16 +64,22 @@ def same_settings(fn) -> str | None:
             return ("In an empty folder it must write run.json and return False (a new run); "
                     f"it returned {result!r}" + ("" if saved.exists() else ", writing nothing."))
         written = saved.read_bytes()
-        if fn(path, dict(first)) is not True:
-            return "Called again with the same settings, it must return True (resume)."
-        try:
-            fn(path, {**first, "precision": "float32"})
-        except Exception as error:  # any error: the task does not name its type
-            if "precision" not in str(error):
-                return f"It stopped, but its message does not name what changed: {error!s:.80}"
-        else:
-            return ("With another precision it went on: a checkpoint made in mixed_float16 "
-                    "would be restored into float32 models. Raise an error naming the change.")
-        if saved.read_bytes() != written:
-            return "It rewrote run.json with the new settings: leave the run's file as it was."
+        if fn(path, dict(reversed(first.items()))) is not True:
+            return ("Called again with the same settings (listed in another order), it must "
+                    "return True (resume).")
+        changes = {"precision": {**first, "precision": "float32"}, "seed": {**first, "seed": 1},
+                   "data": {k: v for k, v in first.items() if k != "data"}}
+        for key, settings in changes.items():  # a value changed, a setting added, one dropped
+            try:
+                fn(path, settings)
+            except Exception as error:  # any error: the task does not name its type
+                if key not in str(error):
+                    return (f"It stopped for a changed {key!r}, but its message does not name it: "
+                            f"{error!s:.80}")
+            else:
+                return (f"With {key!r} changed (it was {first.get(key)!r}, now "
+                        f"{settings.get(key)!r}) it went on: a checkpoint would be restored "
+                        "under other settings. Raise an error naming what changed.")
+            if saved.read_bytes() != written:
+                return "It rewrote run.json with the new settings: leave the run's file as it was."
     return None
