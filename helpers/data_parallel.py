@@ -1,5 +1,4 @@
-"""Plumbing of notebook 06 (data parallel), reused by 08, 09 and 10: the global batch rule, the
-in-memory dataset, the classifier's compile and timed ``fit``, and 1-versus-N comparisons."""
+"""Plumbing of notebook 06 (data parallel), reused by 08, 09 and 10."""
 
 from __future__ import annotations
 
@@ -52,12 +51,12 @@ def compile_classifier(model, steps_per_execution: int = 1):
     return model
 
 
-def classifier_step_results(strategies: dict, x, y, synchronized: bool = True) -> dict:
-    """Per strategy, the loss and weights after one ``fit`` step from the same weights."""
+def classifier_step_results(runs: dict, synchronized: bool = True) -> dict:
+    """Per ``{name: (strategy, x, y)}``: loss and weights after one ``fit`` step, same start."""
     import keras
 
     results, start = {}, None
-    for name, strategy in strategies.items():
+    for name, (strategy, x, y) in runs.items():
         with strategy.scope():
             keras.utils.set_random_seed(0)
             model = compile_classifier(replica_classifier(x.shape[1:], synchronized=synchronized))
@@ -108,17 +107,17 @@ def fit_classifier(strategy, x, y, global_batch: int, epochs: int = 2,
             "images_per_s": steps * global_batch / steady_state(timer.seconds)}
 
 
-def tpu_batch_advice(kind: str, global_batch: int, replicas: int) -> str:
+def tpu_batch_advice(global_batch: int, replicas: int) -> str:
     """TPU cores multiply 128x128 tiles: per-core batches that are multiples of 128 fill them."""
-    per_replica = global_batch // replicas
-    if per_replica % 128 == 0:
-        return f"{per_replica} images per replica: a multiple of 128, as TPU cores like."
-    return (f"{per_replica} images per replica; {'on a' if kind == 'tpu' else 'on a real'} TPU, "
-            f"prefer a multiple of 128 per core (a global batch of {128 * replicas} or more).")
+    per_core = global_batch // replicas
+    if per_core % 128 == 0:
+        return f"{per_core} images per TPU core: a multiple of 128, as TPU cores like."
+    return (f"{per_core} images per TPU core: prefer a multiple of 128 (a global batch that is "
+            f"a multiple of {128 * replicas}).")
 
 
 def check_parameters(*, tpu, accelerator, logical_devices, global_batch_size, epochs,
-                     steps_per_execution, steps_per_call, max_images, use_bfloat16, work_dir):
+                     steps_per_execution, steps_per_call, max_images, precision, work_dir):
     """Notebook 06's parameters (``tpu``: what detect_tpu found): one line names a wrong one."""
     import tensorflow as tf
 
@@ -133,7 +132,7 @@ def check_parameters(*, tpu, accelerator, logical_devices, global_batch_size, ep
         steps_per_call=(steps_per_call, integer(1, 10_000)),
         max_images=(max_images, all_of(integer(64, 10_000_000),
                                        enough_images(global_batch_size, batches=1))),
-        use_bfloat16=(use_bfloat16, one_of("auto", True, False)),
+        precision=(precision, one_of("auto", "float32", "mixed_float16", "mixed_bfloat16")),
         work_dir=(work_dir, folder()))
 
 

@@ -25,13 +25,8 @@ from helpers.data_parallel import batch_rule
 from helpers.errors import ChildTimeout, LateConfigurationError, WorkersRefused, too_late
 from helpers.timing import steady_state
 
-
-@dataclasses.dataclass
-class ReplicaDevices:
-    kind: str  # "gpu" or "cpu"
-    names: list[str]
-    description: str
-    shared_hardware: bool  # True where the devices are slices of one chip
+#: kind: "gpu" or "cpu"; shared_hardware: True where the devices are slices of one chip
+ReplicaDevices = collections.namedtuple("ReplicaDevices", "kind names description shared_hardware")
 
 
 def replica_counts(largest: int) -> list[int]:
@@ -69,21 +64,34 @@ def replica_devices(count: int) -> ReplicaDevices:
     return ReplicaDevices("gpu", names, split, True)
 
 
+def read_split(by_batch: float, by_replicas: float, noise: float, shared: bool) -> str:
+    """The batch's and the replicas' factors, each counted only beyond twice ``noise`` (the gap
+    between a run and its repeat: one repeat understates the spread)."""
+    def change(factor: float) -> str:
+        if abs(factor - 1) <= 2 * noise:
+            return f"changed nothing beyond the noise ({factor:.2f}x, within ±{2 * noise:.0%})"
+        return f"{'added' if factor > 1 else 'cost'} {abs(factor - 1):.0%}"
+    return f"The larger batch {change(by_batch)}; the replicas {change(by_replicas)}." + (
+        " These replicas are slices of one chip: they add no compute; any gain is only idle time "
+        "overlapped, not what more chips buy." if shared else "")
+
+
 def plot(rows: list[dict], description: str):
-    """Images/s against replicas, beside perfect linear scaling from the first point."""
+    """Images/s against replicas, beside perfect scaling from the first run; the last two rows
+    (one replica at the largest batch, the first run again) as points at one replica."""
     import matplotlib.pyplot as plt
 
-    counts = [r["replicas"] for r in rows]
-    measured = [r["images_per_s"] for r in rows]
-    ideal = [measured[0] * c / counts[0] for c in counts]
+    *swept, alone, again = rows
+    counts, measured = [r["replicas"] for r in swept], [r["images_per_s"] for r in swept]
     fig, ax = plt.subplots(figsize=(6, 3.5), layout="tight")
-    ax.plot(counts, measured, "o-", label="measured")
-    ax.plot(counts, ideal, "--", color="gray", label="perfect scaling")
+    ax.plot(counts, measured, "o-", label="batch per replica fixed")
+    ax.plot(counts, [measured[0] * c for c in counts], "--", color="gray", label="perfect scaling")
+    ax.plot(1, alone["images_per_s"], "s", label=f"1 replica, global batch {alone['global_batch']}")
+    ax.plot(1, again["images_per_s"], "kx", label="the first run again")
     ax.set_xscale("log", base=2)
     ax.set_xticks(counts, [str(c) for c in counts])
-    ax.set(xlabel="replicas", ylabel="training images/s")
-    ax.set_title(f"MirroredStrategy on {description}", fontsize=10)
-    ax.legend()
+    ax.set(xlabel="replicas", ylabel="training images/s", title=f"MirroredStrategy, {description}")
+    ax.legend(fontsize=8)
     return fig
 
 
@@ -97,9 +105,7 @@ WORKER_FILE = "worker.py"
 
 
 @dataclasses.dataclass
-class Job:
-    """What every worker trains, and how."""
-
+class Job:  # what every worker trains, and how
     workers: int = 2
     global_batch: int = 64
     steps: int = 60
@@ -110,24 +116,12 @@ class Job:
     collective_timeout_s: float = 120.0  # how long a worker waits for the others in a collective
 
 
-@dataclasses.dataclass
-class Attempt:
-    """One start of the cluster."""
-
-    number: int
-    resumed_from: int  # the checkpoint step it started from (0: from scratch)
-    exit_codes: list[int]
-    seconds: float
-
-    @property
-    def ok(self) -> bool:
-        return all(code == 0 for code in self.exit_codes)
+#: One start of the cluster; resumed_from: the checkpoint step it started from (0: from scratch)
+Attempt = collections.namedtuple("Attempt", "number resumed_from exit_codes seconds")
 
 
 @dataclasses.dataclass
-class ClusterResult:
-    """What the cluster did: the attempts, the loss per step, and timing."""
-
+class ClusterResult:  # what the cluster did: the attempts, the loss per step, and timing
     global_batch: int
     attempts: list[Attempt]
     losses: dict[int, float]  # step -> loss (the last attempt's value where steps repeat)
@@ -136,8 +130,7 @@ class ClusterResult:
     device: str = ""  # what the workers ran on
 
     @property
-    def images_per_s(self) -> float:
-        """Steady-state training images/s: the global batch over the median step time."""
+    def images_per_s(self) -> float:  # steady state: the global batch over the median step time
         return self.global_batch / steady_state(self.step_seconds, warmup=0)
 
     @property
@@ -180,8 +173,8 @@ def _workers_host() -> processes.Host:
 
 
 def exposure(open_ports: bool) -> str:
-    """Who can reach the workers' ports, as a sentence, decided by facts (the host's namespace,
-    this machine's addresses); :class:`WorkersRefused` where others could, unless ``open_ports``."""
+    """Who can reach the workers' ports, from facts; :class:`WorkersRefused` unless ``open_ports``
+    where others could."""
     host = _workers_host()
     if host.isolated:
         return ("The workers run in a network namespace of their own, whose only interface is "
@@ -208,12 +201,12 @@ def workers_may_start(open_ports: bool) -> bool:
     return True
 
 
-def worker_devices(workers: int, gpus: int) -> tuple[list[str], str]:
-    """``CUDA_VISIBLE_DEVICES`` for each worker, and what they run on: one GPU each, else the
-    CPU (each TensorFlow process takes most of a GPU's memory: a second one would run out)."""
-    if gpus >= workers:
-        return [str(i) for i in range(workers)], f"{workers} worker(s), one GPU each"
-    return ["-1"] * workers, f"{workers} worker(s) on the CPU"
+def worker_devices(workers: int, gpus: int, largest: int = 0) -> tuple[list[str], str]:
+    """Each worker's ``CUDA_VISIBLE_DEVICES``, and what they run on: a GPU each where the
+    ``largest`` cluster gets one each too, from two GPUs up (a lone one is the kernel's), or CPU."""
+    if gpus >= max(workers, largest, 2):
+        return [str(i) for i in range(workers)], "one GPU each"
+    return ["-1"] * workers, "the CPU"
 
 
 def write_data(work_dir, x, y) -> Path:
@@ -226,18 +219,16 @@ def write_data(work_dir, x, y) -> Path:
 
 def report_step(work_dir, attempt: int, step: int, loss: float, seconds: float) -> None:
     """In the chief: append one step's loss and time to the file the launcher watches."""
-    record = {"attempt": attempt, "step": step, "loss": loss, "seconds": seconds}
     with (Path(work_dir) / PROGRESS_FILE).open("a") as f:
-        f.write(json.dumps(record) + "\n")
+        print(json.dumps(dict(attempt=attempt, step=step, loss=loss, seconds=seconds)), file=f)
 
 
 def run_cluster(job: Job, work_dir, script=None, *, tf_config, max_restarts: int = 2,
-                timeout_s: float = 600.0, progress=None, open_ports: bool = False) -> ClusterResult:
+                timeout_s: float = 600.0, progress=None, open_ports: bool = False,
+                largest: int = 0) -> ClusterResult:
     """Run ``python script JOB_FILE`` (default: ``work_dir/worker.py``) in ``job.workers``
-    processes, worker ``i`` with ``TF_CONFIG`` ``tf_config(addresses, i)``, forked by this kernel's
-    :class:`~helpers.processes.Host` (or refused: :func:`exposure`). A dead worker restarts the
-    cluster (at most ``max_restarts`` times) from the newest checkpoint, as a second call does;
-    ``progress(attempt, step, loss)`` hears the chief; past ``timeout_s``: ChildTimeout."""
+    processes with ``TF_CONFIG`` ``tf_config(addresses, i)``, forked by this kernel's Host (or
+    refused: :func:`exposure`), on :func:`worker_devices`; a dead worker restarts them."""
     exposure(open_ports)  # before anything starts: one line naming open_ports
     host = _workers_host()
     forker = host if host.isolated else processes  # both have start_script and free_ports
@@ -250,7 +241,7 @@ def run_cluster(job: Job, work_dir, script=None, *, tf_config, max_restarts: int
     if not _latest_step(work / "checkpoints"):  # a fresh run; otherwise it resumes
         (work / PROGRESS_FILE).unlink(missing_ok=True)
 
-    visible, device = worker_devices(job.workers, len(devices.nvidia_smi()))
+    visible, device = worker_devices(job.workers, len(devices.nvidia_smi()), largest)
     attempts, began_all = [], time.perf_counter()
     for number in range(max_restarts + 1):
         spec = {**dataclasses.asdict(job), "attempt": number, "work_dir": str(work)}
@@ -265,10 +256,10 @@ def run_cluster(job: Job, work_dir, script=None, *, tf_config, max_restarts: int
             raise ChildTimeout(f"the cluster timed out after {timeout_s:.0f} s (attempt "
                                f"{number + 1} of {max_restarts + 1}), so it was stopped and not "
                                f"started again; its logs are in {work}")
-        if attempts[-1].ok:
+        if not any(codes):
             break
     seconds = time.perf_counter() - began_all
-    if not attempts[-1].ok:
+    if any(codes):
         last = (work / f"worker{len(visible) - 1}_attempt{number}.log").read_text()
         raise RuntimeError(f"the cluster failed {len(attempts)} times; exit codes "
                            f"{attempts[-1].exit_codes}; last log lines:\n{last[-2000:]}")
@@ -288,19 +279,17 @@ _LIVE: set = set()  # the workers of this process that may still run: ended at e
 def _launch(work: Path, script: Path, visible: list[str], attempt: int, timeout_s: float, progress,
             tf_config, addresses: list[str], start) -> tuple[list[int], bool]:
     """Run the workers: (exit codes, timed out); all stop once one fails, time is up, or on exit."""
-    workers, timed_out = [], False
+    workers, timed_out, seen = [], False, len(_read_lines(work / PROGRESS_FILE))  # earlier: seen
     try:
         for index, cuda_devices in enumerate(visible):
-            env = {**os.environ, "TF_CONFIG": json.dumps(tf_config(addresses, index))}
-            env["CUDA_VISIBLE_DEVICES"] = cuda_devices
-            env[processes.LAUNCHER_ENV] = str(os.getpid())  # it ends itself when we are gone
-            # the workers import helpers from wherever this process did
-            env["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_ROOT, env.get("PYTHONPATH")]))
+            env = {**os.environ, "TF_CONFIG": json.dumps(tf_config(addresses, index)),
+                   "CUDA_VISIBLE_DEVICES": cuda_devices, processes.LAUNCHER_ENV: str(os.getpid()),
+                   "PYTHONPATH": os.pathsep.join(filter(None, [PACKAGE_ROOT,
+                                                               os.environ.get("PYTHONPATH")]))}
             log = work / f"worker{index}_attempt{attempt}.log"
-            process = start(script, [str(work / JOB_FILE)], env, log)  # in a group of its own
-            _LIVE.add(process)
-            workers.append(process)
-        deadline, seen = time.monotonic() + timeout_s, 0
+            workers.append(start(script, [str(work / JOB_FILE)], env, log))  # a group of its own
+            _LIVE.add(workers[-1])
+        deadline = time.monotonic() + timeout_s
         while any(p.exitcode != 0 for p in workers):
             seen = _report(work / PROGRESS_FILE, seen, progress)
             timed_out = time.monotonic() > deadline
@@ -327,9 +316,8 @@ def _stop(workers) -> None:
                 p.kill()
 
 
-@atexit.register
+@atexit.register  # at interpreter exit (a kernel shutting down): no worker is left behind
 def _stop_all() -> None:
-    """At interpreter exit (a kernel shutting down): no worker is left behind."""
     live = list(_LIVE)
     _stop(live)
     for p in live:
@@ -343,9 +331,8 @@ def _read_lines(path: Path) -> list[dict]:
 
 def _report(path: Path, seen: int, progress) -> int:
     records = _read_lines(path)
-    if progress is not None:
-        for record in records[seen:]:
-            progress(record["attempt"], record["step"], record["loss"])
+    for record in records[seen:] if progress else []:
+        progress(record["attempt"], record["step"], record["loss"])
     return len(records)
 
 
@@ -381,18 +368,12 @@ INPUT_EVENTS = ("IteratorGetNextOp::DoCompute", "IteratorGetNextAsOptionalOp::Do
 _CPU_PREFIXES = re.compile(r"^_(MklNative|MklFused|Mkl|Fused)")  # oneDNN's, on a CPU
 
 
-@dataclasses.dataclass
-class OpTime:
-    type: str
-    name: str
-    ms: float  # total over the traced steps (summed over threads on a CPU)
-    count: int
+#: ms: the total over the traced steps (summed over threads on a CPU)
+OpTime = collections.namedtuple("OpTime", "type name ms count")
 
 
 @dataclasses.dataclass
-class TraceSummary:
-    """What a trace says about the traced steps."""
-
+class TraceSummary:  # what a trace says about the traced steps
     device: str  # the plane the ops were read from: "/host:CPU" or "/device:GPU:0"...
     step_ms: list[float]
     ops: list[OpTime]  # by total time, largest first
@@ -433,8 +414,7 @@ def read_trace(path) -> TraceSummary:
     accelerators = [plane for plane in space.planes if plane.name.startswith("/device:")
                     and any(line.events for line in plane.lines)]
     if accelerators:
-        plane = accelerators[0]
-        named = _device_ops(plane)
+        plane, named = accelerators[0], _device_ops(accelerators[0])
     else:  # the CPU: op events on TensorFlow's threads, not on the input pipeline's
         plane = host
         lines = [line for line in host.lines if not line.name.startswith("tf_data")]

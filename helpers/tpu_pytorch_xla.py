@@ -1,20 +1,35 @@
-"""Plumbing of notebook 10 (TPUs with PyTorch/XLA): parameter checks, the device line, the run's
-checkpoints, 1-versus-N table and old posts' calls. No TensorFlow; functions import torch_xla."""
+"""Plumbing of notebook 10 (TPUs with PyTorch/XLA): the engine check, parameter checks, the
+device line, the run's checkpoints, 1-versus-N table and old posts' calls. No TensorFlow."""
 
 from __future__ import annotations
 
+import importlib
 import re
 import warnings
+from importlib.metadata import version
+from importlib.util import find_spec
 from pathlib import Path
 
 import numpy as np
 
-from helpers.data_parallel import batch_rule, largest_difference
-from helpers.errors import RunUnreadable
+from helpers.data_parallel import batch_rule
+from helpers.data_parallel import largest_difference as largest_difference  # the notebook's
+from helpers.errors import EngineError, RunUnreadable, show_as_one_line
 from helpers.params import all_of, boolean, enough_images, folder, integer, validate
 from helpers.workdirs import same_settings as same_settings  # notebook 10 checks its run with it
 
 CHECKPOINT = re.compile(r"^step-(\d{7})\.pt$")
+
+
+def require_torch_xla(oldest: str = "2.9") -> None:
+    """Raise :class:`EngineError` (one line) unless torch_xla ``oldest`` or newer is installed."""
+    have = version("torch_xla") if find_spec("torch_xla") else ""
+    if [int(n) for n in re.findall(r"\d+", have)[:2]] < [int(n) for n in oldest.split(".")]:
+        show_as_one_line()
+        raise EngineError(f"This runtime has {'torch_xla ' + have if have else 'no torch_xla'}; "
+                          f"this notebook needs torch_xla {oldest} or newer: pick a TPU runtime "
+                          "(Colab: Runtime > Change runtime type > v5e-1 TPU; Kaggle: TPU v5e-8) "
+                          "or pip install the same release of torch and torch_xla[tpu].")
 
 
 def describe(device_type: str, count: int) -> str:
@@ -24,15 +39,13 @@ def describe(device_type: str, count: int) -> str:
     return f"{count} {device_type.upper()} chip(s)"
 
 
-def weights(*models) -> list[np.ndarray]:
-    """Every parameter of ``models``, copied to the CPU as float64 arrays."""
-    return [p.detach().cpu().double().numpy() for m in models for p in m.parameters()]
+def weights(*models) -> list[np.ndarray]:  # a float64 copy of every parameter, on the CPU
+    return [np.array(p.detach().cpu().double()) for m in models for p in m.parameters()]
 
 
-def comparison_rows(results: dict, reference: str) -> list[list[str]]:
-    """Rows of the 1-versus-N table: each run against ``reference``."""
+def comparison_rows(differences: dict) -> list[list[str]]:  # from largest_difference
     return [[name, f"{d['loss']:.2e}", f"{d['weights']:.2e}", f"{d.get('update', 0):.2e}"]
-            for name, d in largest_difference(results, reference).items()]
+            for name, d in differences.items()]
 
 
 def checkpoints(run: Path) -> list[Path]:
@@ -41,13 +54,12 @@ def checkpoints(run: Path) -> list[Path]:
 
 
 def keep_newest(run: Path, keep: int = 3, upto: int | None = None) -> list[Path]:
-    """Delete (and return) all but the ``keep`` newest checkpoint files up to step ``upto``, the
-    one just saved (after the save, never before); a later step's (another run's) never counts."""
+    """Delete (and return) all but the ``keep`` newest checkpoints up to step ``upto`` (the one
+    just saved); a later step's (another run's) never counts."""
     mine = [p for p in checkpoints(run) if upto is None or int(CHECKPOINT.match(p.name)[1]) <= upto]
-    old = mine[:-keep]
-    for path in old:
+    for path in mine[:-keep]:
         path.unlink()
-    return old
+    return mine[:-keep]
 
 
 def none_unreadable(run: Path) -> None:
@@ -67,11 +79,9 @@ def old_and_new() -> list[list[str]]:
         warnings.simplefilter("always")
         xm.xla_device()
     said = "; ".join(str(w.message) for w in caught) or "no warning"
-    try:
-        from torch_xla.amp import GradScaler  # noqa: F401
-        scaler = "torch_xla.amp.GradScaler still imports"
-    except ImportError:
-        scaler = "torch_xla.amp.GradScaler: ImportError"
+    scaler = "torch_xla.amp.GradScaler: " + (
+        "still imports" if hasattr(importlib.import_module("torch_xla.amp"), "GradScaler")
+        else "ImportError")
     gone = "gone" if not hasattr(xm, "xrt_world_size") else "still there"
     return [
         ["curl ... env-setup.py; python env-setup.py --version ...",
@@ -92,8 +102,8 @@ def old_and_new() -> list[list[str]]:
         ["nn.Sigmoid() + nn.BCELoss() under low precision",
          "logits + nn.BCEWithLogitsLoss(), in float32", "measured in the next cell"],
         ["DataLoader(num_workers=0) as a rule; one IterableDataset per core (get_ordinal)",
-         "one DataLoader for the global batch, MpDeviceLoader(input_sharding=...) splits it; "
-         "num_workers where the host has work per batch", "the loader above"],
+         "data that fits kept on the device; else one DataLoader for the global batch, "
+         "MpDeviceLoader(input_sharding=...) splits it", "the data section above"],
         ["xm.master_print(...)", "print(...): SPMD runs one process", "the prints above"]]
 
 

@@ -6,13 +6,18 @@ the solved notebooks into build/solutions; `make test` checks every one).
 # Names such as `tf` come from the notebook's earlier cells:
 # ruff: noqa: F821
 
-# Exercise 08.1: resume from the latest checkpoint
-def resume(checkpoint, directory):
-    """Restore the newest checkpoint in `directory`, if any; the step to start from."""
-    latest = tf.train.latest_checkpoint(directory)  # None before the first save
-    if latest:
-        checkpoint.restore(latest)
-    return int(checkpoint.step)
+# Exercise 08.1: the chief's shared folder and each worker's scratch folder
+def checkpoint_dir(tf_config, shared, scratch):
+    """The folder this task saves its checkpoints into."""
+    cluster = tf_config.get("cluster", {})
+    task = tf_config.get("task", {"type": "chief", "index": 0})  # no TF_CONFIG: its own chief
+    kind, index = task["type"], task["index"]
+    if kind == "chief" or (kind == "worker" and index == 0 and "chief" not in cluster):
+        return shared
+    return f"{scratch}/{kind}_{index}"  # the type too: index 0 may be a chief and a worker
+
+
+print(checkpoint_dir(tf_config(addresses, 1), "gs://bucket/run", "/tmp/scratch"))
 
 
 # Exercise 08.2: profile notebook 04's step and name its first fix

@@ -18,8 +18,8 @@ def test_batch_rule_needs_a_multiple_of_the_replicas():
 
 
 def test_tpu_batch_advice():
-    assert "multiple of 128, as TPU cores like" in data_parallel.tpu_batch_advice("tpu", 1024, 8)
-    assert "a global batch of 1024 or more" in data_parallel.tpu_batch_advice("cpu", 64, 8)
+    assert "multiple of 128, as TPU cores like" in data_parallel.tpu_batch_advice(1024, 8)
+    assert "a global batch that is a multiple of 1024" in data_parallel.tpu_batch_advice(64, 8)
 
 
 EIGHT_REPLICAS = textwrap.dedent("""
@@ -27,7 +27,7 @@ EIGHT_REPLICAS = textwrap.dedent("""
     import numpy as np
     from helpers.logs import import_tensorflow
     from helpers.devices import mirrored, split_cpu
-    from helpers import data, data_parallel, dcgan
+    from helpers import data, data_parallel, dcgan, models
     tf = import_tensorflow()
     import keras
     from helpers.lessons.nb04 import make_train_step  # notebook 04's step
@@ -77,6 +77,12 @@ EIGHT_REPLICAS = textwrap.dedent("""
         noise = np.random.default_rng(0).standard_normal((64, 100)).astype("float32")
         results = gan_step_results(strategies, real, noise, synced)
         out[f"gan {synced}"] = data_parallel.largest_difference(results, "one")["eight"]
+    keras.mixed_precision.set_global_policy("mixed_float16")  # notebook 06's fit on GPUs
+    with strategies["eight"].scope():
+        model = data_parallel.compile_classifier(models.replica_classifier())
+    keras.mixed_precision.set_global_policy("float32")
+    fit = model.fit(data_parallel.in_memory_dataset(x, y, 64), epochs=1, verbose=0)
+    out["float16 fit"] = [type(model.optimizer).__name__, fit.history["loss"][-1]]
     print(json.dumps(out))
 """)
 
@@ -101,6 +107,12 @@ def test_one_and_eight_replicas_make_the_same_gan_update(eight_replicas):
 def test_per_replica_batch_norm_drifts_in_the_gan_step(eight_replicas):
     synced, plain = eight_replicas["gan True"], eight_replicas["gan False"]
     assert plain["weights"] > 10 * max(synced["weights"], 1e-7)
+
+
+@pytest.mark.heavy
+def test_fit_under_the_strategy_scales_the_float16_loss(eight_replicas):
+    optimizer, loss = eight_replicas["float16 fit"]  # what notebook 06's fit runs on GPUs
+    assert optimizer == "LossScaleOptimizer" and 0 < loss < 10
 
 
 def test_the_validation_cell_knows_the_replicas_before_the_strategy_exists():

@@ -54,6 +54,25 @@ def global_loss(strategy, per_example_loss, dist_batch, global_batch_size):
     return strategy.run(lambda b: tf.nn.compute_average_loss(
         per_example_loss(b), global_batch_size=global_batch_size), args=(dist_batch,))
 ''', False, "one value per replica"),
+    ("local-results-summed", '''
+def global_loss(strategy, per_example_loss, dist_batch, global_batch_size):
+    def part(share):
+        return tf.reduce_sum(per_example_loss(share)) / global_batch_size
+    shares = strategy.experimental_local_results(strategy.run(part, args=(dist_batch,)))
+    return sum(float(v) for v in shares)
+''', True, "right"),  # accepted, as the task says: the same number on one machine
+    ("average-without-global-size", '''
+def global_loss(strategy, per_example_loss, dist_batch, global_batch_size):
+    def replica_loss(b):
+        return tf.nn.compute_average_loss(per_example_loss(b))
+    out = strategy.run(replica_loss, args=(dist_batch,))
+    return strategy.reduce(tf.distribute.ReduceOp.SUM, out, axis=None)
+''', False, "not the global batch's mean loss"),  # right on even shares only
+    ("per-replica-means-summed-one-replica", '''
+def global_loss(strategy, per_example_loss, dist_batch, global_batch_size):
+    means = strategy.run(lambda b: tf.reduce_mean(per_example_loss(b)), args=(dist_batch,))
+    return strategy.reduce(tf.distribute.ReduceOp.SUM, means, axis=None)
+''', False, "needs 2 or more replicas"),  # it used to pass there: one replica's mean is right
     ("no-strategy-run", '''
 def global_loss(strategy, per_example_loss, dist_batch, global_batch_size):
     return tf.reduce_mean(per_example_loss(dist_batch))
@@ -84,6 +103,43 @@ def array_input_fn(x, y, global_batch):
             context.get_per_replica_batch_size(global_batch), drop_remainder=True)
     return input_fn
 ''', True, "right"),
+    ("contiguous-blocks", '''
+def array_input_fn(x, y, global_batch):
+    def input_fn(context):
+        size = len(x) // context.num_input_pipelines
+        start = context.input_pipeline_id * size
+        ds = tf.data.Dataset.from_tensor_slices((x[start:start + size], y[start:start + size]))
+        return ds.batch(global_batch // context.num_replicas_in_sync, drop_remainder=True)
+    return input_fn
+''', True, "right"),
+    ("filter-by-index", '''
+def array_input_fn(x, y, global_batch):
+    def input_fn(ctx):
+        ds = tf.data.Dataset.from_tensor_slices((x, y)).enumerate()
+        mine = ds.filter(lambda i, xy: i % ctx.num_input_pipelines == ctx.input_pipeline_id)
+        mine = mine.map(lambda i, xy: xy)
+        return mine.batch(ctx.get_per_replica_batch_size(global_batch), drop_remainder=True)
+    return input_fn
+''', True, "right"),
+    ("auto-shard-option", '''
+def array_input_fn(x, y, global_batch):
+    def input_fn(context):
+        ds = tf.data.Dataset.from_tensor_slices((x, y))
+        ds = ds.batch(context.get_per_replica_batch_size(global_batch), drop_remainder=True)
+        options = tf.data.Options()
+        options.experimental_distribute.auto_shard_policy = (
+            tf.data.experimental.AutoShardPolicy.DATA)
+        return ds.with_options(options)  # tf.distribute shards it... not for an input_fn
+    return input_fn
+''', False, "read more than once"),
+    ("per-pipeline-batch", '''
+def array_input_fn(x, y, global_batch):
+    def input_fn(context):
+        ds = tf.data.Dataset.from_tensor_slices((x, y))
+        ds = ds.shard(context.num_input_pipelines, context.input_pipeline_id)
+        return ds.batch(global_batch // context.num_input_pipelines, drop_remainder=True)
+    return input_fn
+''', False, "not the per-replica size"),
     ("short-last-batch", '''
 def array_input_fn(x, y, global_batch):
     def input_fn(context):
@@ -146,6 +202,7 @@ CHILD = textwrap.dedent("""
     tf = import_tensorflow()
     split_cpu(8)
     strategy = mirrored([d.name for d in tf.config.list_logical_devices("CPU")])
+    one = tf.distribute.OneDeviceStrategy("/cpu:0")
     solved = solution_functions("06_data_parallel", tf=tf)
     cases = json.loads(sys.argv[1])
     results = {}
@@ -156,7 +213,8 @@ CHILD = textwrap.dedent("""
         else:
             exec(source, space)
             answer = space[function]
-        extra = (strategy,) if exercise == "06.1" else ()
+        on = one if name.endswith("one-replica") else strategy
+        extra = (on,) if exercise == "06.1" else ()
         verdict = check(exercise, answer, *extra)
         results[f"{exercise} {name}"] = [verdict.passed, verdict.message]
     print("RESULTS" + json.dumps(results))

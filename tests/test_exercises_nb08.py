@@ -3,6 +3,8 @@ wrong, to the untouched exercise and to the usual mistakes."""
 
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -19,83 +21,108 @@ def solved(tf):
     return solution_functions("08_scale_out_profile", tf=tf)
 
 
-# 08.1: resume from the latest checkpoint
+# 08.1: the chief's shared folder and each worker's scratch folder
 
 
-def test_07_1_right(solved):
-    result = check("08.1", solved["resume"])
+def test_08_1_right(solved):
+    result = check("08.1", solved["checkpoint_dir"])
     assert result.passed, result.message
 
 
-def test_07_1_untouched():
-    def resume(checkpoint, directory):
+def test_08_1_untouched():
+    def checkpoint_dir(tf_config, shared, scratch):
         """docstring"""
         ...
 
-    assert "still holds its placeholder" in check("08.1", resume).message
+    assert "still holds its placeholder" in check("08.1", checkpoint_dir).message
 
 
-def via_manager(checkpoint, directory):  # the manager finds the newest as well
-    import tensorflow as tf
-
-    manager = tf.train.CheckpointManager(checkpoint, directory, max_to_keep=None)
-    checkpoint.restore(manager.latest_checkpoint).expect_partial()  # None: nothing to restore
-    return checkpoint.step.numpy().item()
-
-
-def with_numpy_step(checkpoint, directory):
-    import tensorflow as tf
-
-    if path := tf.train.latest_checkpoint(directory):
-        checkpoint.read(path).assert_existing_objects_matched()
-    return checkpoint.step.numpy()  # a NumPy int64 is an integer
+def with_pathlib(tf_config, shared, scratch):  # a Path, made on disk, named by index alone
+    cluster = tf_config.get("cluster", {})
+    task = tf_config.get("task") or {"type": "chief", "index": 0}
+    if "chief" in cluster:
+        is_chief = task["type"] == "chief"
+    else:
+        is_chief = task["index"] == 0
+    if is_chief:
+        return Path(shared)
+    folder = Path(scratch) / f"task{task['index']}"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
-def oldest(checkpoint, directory):
-    import tensorflow as tf
-
-    manager = tf.train.CheckpointManager(checkpoint, directory, max_to_keep=3)
-    if manager.checkpoints:
-        checkpoint.restore(manager.checkpoints[0])
-    return int(checkpoint.step)
-
-
-def number_in_the_name(checkpoint, directory):
-    import tensorflow as tf
-
-    latest = tf.train.latest_checkpoint(directory)
-    if not latest:
-        return 0
-    checkpoint.restore(latest)
-    return int(latest.rsplit("-", 1)[1])
+def with_early_returns(tf_config, shared, scratch):
+    if not tf_config:
+        return shared
+    kind = tf_config["task"]["type"]
+    index = tf_config["task"]["index"]
+    if kind == "chief":
+        return shared
+    if kind == "worker" and index == 0 and "chief" not in tf_config["cluster"]:
+        return shared
+    return os.path.join(scratch, kind + "-" + str(index))
 
 
-def not_restored(checkpoint, directory):
-    import tensorflow as tf
-
-    latest = tf.train.latest_checkpoint(directory)
-    return int(tf.train.load_variable(latest, "step/.ATTRIBUTES/VARIABLE_VALUE")) if latest else 0
-
-
-def returns_the_status(checkpoint, directory):
-    import tensorflow as tf
-
-    return checkpoint.restore(tf.train.latest_checkpoint(directory))
+def as_a_pair(tf_config, shared, scratch):
+    if "task" not in tf_config:
+        return shared
+    chief_type = "chief" if "chief" in tf_config["cluster"] else "worker"
+    me = (tf_config["task"]["type"], tf_config["task"]["index"])
+    return shared if me == (chief_type, 0) else f"{scratch}/{me[0]}_{me[1]}"
 
 
-@pytest.mark.parametrize("answer", [via_manager, with_numpy_step])
-def test_07_1_right_written_otherwise(answer):
+@pytest.mark.parametrize("answer", [with_pathlib, with_early_returns, as_a_pair])
+def test_08_1_right_written_otherwise(answer):
     result = check("08.1", answer)
     assert result.passed, result.message
 
 
+def worker_zero_always(tf_config, shared, scratch):  # worker.py's rule, copied
+    if tf_config.get("task", {}).get("index", 0) == 0:
+        return shared
+    return f"{scratch}/worker_{tf_config['task']['index']}"
+
+
+def chief_type_only(tf_config, shared, scratch):
+    if tf_config.get("task", {}).get("type") == "chief" or not tf_config:
+        return shared
+    return f"{scratch}/{tf_config['task']['index']}"
+
+
+def one_scratch_for_all(tf_config, shared, scratch):
+    task = tf_config.get("task", {"type": "chief"})
+    cluster = tf_config.get("cluster", {})
+    chief = task["type"] == "chief" or ("chief" not in cluster and task["index"] == 0)
+    return shared if chief else scratch
+
+
+def scratch_in_the_bucket(tf_config, shared, scratch):  # as the tutorials' write_filepath
+    task = tf_config.get("task", {"type": "chief", "index": 0})
+    cluster = tf_config.get("cluster", {})
+    if task["type"] == "chief" or ("chief" not in cluster and task["index"] == 0):
+        return shared
+    return f"{shared}/workertemp_{task['index']}"
+
+
+def everyone_shares(tf_config, shared, scratch):
+    return shared
+
+
+def assumes_a_cluster(tf_config, shared, scratch):
+    task, cluster = tf_config["task"], tf_config["cluster"]
+    chief = task["type"] == "chief" or ("chief" not in cluster and task["index"] == 0)
+    return shared if chief else f"{scratch}/{task['type']}{task['index']}"
+
+
 @pytest.mark.parametrize(("answer", "expected"), [
-    (oldest, "not those of the newest checkpoint"),
-    (number_in_the_name, "(ckpt-3)"),
-    (not_restored, "restore the checkpoint"),
-    (returns_the_status, "not the step to start from"),
+    (worker_zero_always, "worker 0 included"),
+    (chief_type_only, "worker 0 is the chief, yet"),
+    (one_scratch_for_all, "write over each other's files"),
+    (scratch_in_the_bucket, "not a folder under `scratch`"),
+    (everyone_shares, "also saves into the shared folder"),
+    (assumes_a_cluster, "raised KeyError"),
 ])
-def test_07_1_wrong(answer, expected):
+def test_08_1_wrong(answer, expected):
     result = check("08.1", answer)
     assert not result.passed and expected in result.message, result.message
 
@@ -152,6 +179,40 @@ def mixed_bfloat16(p):
     return profile_gan
 
 
+def profile_context(p):
+    """Right, written otherwise: the profiler's context manager, the newest trace file read."""
+    def profile_gan(logdir, steps=5, batch_size=64):
+        step = gan_step(p, batch_size)
+        step()
+        step()
+        with p.tf.profiler.experimental.Profile(logdir):
+            for i in range(steps):
+                with p.tf.profiler.experimental.Trace("train", step_num=i, _r=1):
+                    float(step())
+        newest = max(Path(logdir).rglob("*.xplane.pb"), key=lambda f: f.stat().st_mtime)
+        summary = p.read(newest)
+        return summary, p.advice(summary)[0]
+    return profile_gan
+
+
+def own_folder(p):
+    def profile_gan(logdir, steps=5, batch_size=64):
+        mine = tempfile.mkdtemp()  # not the logdir it was given
+        summary = p.read(p.capture(gan_step(p, batch_size), steps, mine))
+        return summary, p.advice(summary)[0]
+    return profile_gan
+
+
+def raises_while_tracing(p):
+    def profile_gan(logdir, steps=5, batch_size=64):
+        p.tf.profiler.experimental.start(logdir)
+        for number in range(steps):
+            with p.tf.profiler.experimental.Trace("train", step_num=number, _r=1):
+                gan_step(p, batch_size)().nump()  # a typo: raises, the profiler left running
+        p.tf.profiler.experimental.stop()
+    return profile_gan
+
+
 def never_stopped(p):
     def profile_gan(logdir, steps=5, batch_size=64):
         step = gan_step(p, batch_size)
@@ -186,13 +247,13 @@ def five_steps_always(p):
     return profile_gan
 
 
-def test_07_2_right(profiling):
+def test_08_2_right(profiling):
     solved = solution_functions("08_scale_out_profile", **profiling.names)
     result = check("08.2", solved["profile_gan"], advice=profiling.advice)
     assert result.passed, result.message
 
 
-def test_07_2_untouched():
+def test_08_2_untouched():
     def profile_gan(logdir, steps=5, batch_size=64):
         """docstring"""
         ...
@@ -200,8 +261,8 @@ def test_07_2_untouched():
     assert "still holds its placeholder" in check("08.2", profile_gan, advice=len).message
 
 
-@pytest.mark.parametrize("answer", [own_loop, mixed_bfloat16])
-def test_07_2_right_written_otherwise(profiling, answer):
+@pytest.mark.parametrize("answer", [own_loop, mixed_bfloat16, profile_context])
+def test_08_2_right_written_otherwise(profiling, answer):
     result = check("08.2", answer(profiling), advice=profiling.advice)
     assert result.passed, result.message
 
@@ -211,7 +272,21 @@ def test_07_2_right_written_otherwise(profiling, answer):
     (all_the_advice, "return `advice(summary)[0]`"),
     (a_matmul_step, "no op of a generator and a discriminator"),
     (five_steps_always, "not the 3 asked for"),
+    (own_folder, "not written under `logdir`"),
+    (raises_while_tracing, "raised AttributeError"),
 ])
-def test_07_2_wrong(profiling, answer, expected):
+def test_08_2_wrong(profiling, answer, expected):
     result = check("08.2", answer(profiling), advice=profiling.advice)
     assert not result.passed and expected in result.message, result.message
+
+
+def test_08_2_a_failed_try_leaves_no_profiler_to_fail_the_next(profiling, tmp_path):
+    """A try that raised with the profiler running (in the check, or in the learner's own cell)
+    must not make the corrected answer fail with "Another profiler is running"."""
+    failed = check("08.2", raises_while_tracing(profiling), advice=profiling.advice)
+    assert not failed.passed and "raised AttributeError" in failed.message, failed.message
+    profiling.tf.profiler.experimental.start(str(tmp_path))  # the cell's own try
+    with pytest.raises(profiling.tf.errors.AlreadyExistsError):
+        profiling.tf.profiler.experimental.start(str(tmp_path))
+    result = check("08.2", own_loop(profiling), advice=profiling.advice)
+    assert result.passed, result.message

@@ -52,6 +52,50 @@ def test_the_comparison_rows_show_each_model_against_the_reference():
     assert rows == [["m", "8", "5.00e-01", "1.00e+00", "1.00e+00"]]
 
 
+
+def test_the_dcgan_step_runs_each_network_once_per_batch_and_compiles_once(monkeypatch):
+    """One forward pass feeds both losses: the generator runs once, the discriminator once on
+    the real batch and once on the generated one (04's step); the step compiles at its first
+    call only, with the key and data on the devices."""
+    from helpers.lessons import nb09
+
+    step, state, models = nb09.build_gan(jax.devices(), 16, "float32")
+    calls = {}
+    for model in models[:2]:
+        def counted(*args, _call=model.stateless_call, _name=model.name, **kwargs):
+            calls[_name] = calls.get(_name, 0) + 1
+            return _call(*args, **kwargs)
+        monkeypatch.setattr(model, "stateless_call", counted)
+    compiles = []
+    jax.monitoring.register_event_duration_secs_listener(
+        lambda event, seconds, fun_name="", **_: compiles.append(fun_name)
+        if event == "/jax/core/compile/backend_compile_duration" else None)
+    images = jax.device_put(np.zeros((32, 28, 28, 1), "float32"))
+    for i in range(3):
+        state, losses = step(state, images, i)
+    assert calls == {"tutorial_generator": 1, "tutorial_discriminator": 2}  # traced once
+    assert compiles.count("jit(step)") == 1 and np.all(np.isfinite(jax.device_get(losses)))
+    for variable, value in zip(sum(nb09.variables_of(models), []), sum(state[:6], []),
+                               strict=True):
+        variable.assign(value)  # the notebook's hand-back: the generator samples again
+    assert models[0](np.zeros((2, 100), "float32"), training=False).shape == (2, 28, 28, 1)
+
+
+def test_steps_per_execution_at_most_an_epoch():
+    ok = dict(global_batch_size=64, rounds=3, timed_steps=4, max_images=256, use_bfloat16=True)
+    assert tpu_keras_jax.check_parameters(steps_per_execution=4, **ok).steps_per_execution == 4
+    with pytest.raises(Exception, match="steps_per_execution=5: at most the 4 steps of an epoch"):
+        tpu_keras_jax.check_parameters(steps_per_execution=5, **ok)
+
+
+def test_the_sentences_follow_the_numbers():
+    rates = {"one device, as configured": [100, 110, 120], "all devices, as configured": [99, 111]}
+    assert "within the spread of" in tpu_keras_jax.devices_sentence(rates, 8, "cpu")
+    rates["all devices, as configured"] = [300, 310, 320]
+    assert "All 8 devices: 2.82x" in tpu_keras_jax.devices_sentence(rates, 8, "tpu")
+    table = str(tpu_keras_jax.lever_table(rates, "one device, as configured"))
+    assert "2.82x" in table and "310 (305-315)" in table
+
 # Exercise 09.1: a pure training step. Each wrong answer is a typical mistake.
 def _step(loss_of, keep_stats=True, jit=True):
     def classifier_step(model, optimizer):
@@ -75,13 +119,42 @@ def _mean_ce(y, logits):
                                                                        from_logits=True))
 
 
-RIGHT_08_1 = {
+def _grad_then_loss(model, optimizer):  # jax.grad with the loss carried in the aux output
+    def loss_fn(trainable, non_trainable, x, y):
+        logits, non_trainable = model.stateless_call(trainable, non_trainable, x, training=True)
+        loss = _mean_ce(y, logits)
+        return loss, (loss, non_trainable)
+
+    @jax.jit
+    def step(state, x, y):
+        grads, (loss, non_trainable) = jax.grad(loss_fn, has_aux=True)(state[0], state[1], x, y)
+        trainable, opt_vars = optimizer.stateless_apply(state[2], grads, state[0])
+        return (trainable, non_trainable, opt_vars), loss
+    return step
+
+
+def _donating(model, optimizer):  # the notebook's own habit: the old state's buffers donated
+    def step(state, x, y):
+        trainable, non_trainable, opt_vars = state
+        def loss_fn(t):
+            logits, new = model.stateless_call(t, non_trainable, x, training=True)
+            return keras.ops.mean(keras.ops.sparse_categorical_crossentropy(
+                y, logits, from_logits=True)), new
+        (loss, new), grads = jax.value_and_grad(loss_fn, has_aux=True)(trainable)
+        trainable, opt_vars = optimizer.stateless_apply(opt_vars, grads, trainable)
+        return [trainable, new, opt_vars], loss
+    return jax.jit(step, donate_argnums=0)
+
+
+RIGHT_09_1 = {
     "the solution": SOLUTIONS["classifier_step"],
     "a Loss object, not jitted": _step(
         lambda y, z: keras.losses.SparseCategoricalCrossentropy(from_logits=True)(y, z),
         jit=False),
+    "jax.grad with the loss as aux": _grad_then_loss,
+    "a closure over x and y, state donated, a list back": _donating,
 }
-WRONG_08_1 = {
+WRONG_09_1 = {
     "the sum, not the mean": (_step(lambda y, z: keras.ops.sum(
         keras.losses.sparse_categorical_crossentropy(y, z, from_logits=True))), "Your loss is"),
     "probabilities, not logits": (_step(lambda y, z: keras.ops.mean(
@@ -94,14 +167,14 @@ WRONG_08_1 = {
 }
 
 
-@pytest.mark.parametrize("name", RIGHT_08_1)
-def test_08_1_accepts_right_answers(name):
-    assert verdict("09.1", RIGHT_08_1[name]).passed
+@pytest.mark.parametrize("name", RIGHT_09_1)
+def test_09_1_accepts_right_answers(name):
+    assert verdict("09.1", RIGHT_09_1[name]).passed
 
 
-@pytest.mark.parametrize("name", WRONG_08_1)
-def test_08_1_names_the_mistake(name):
-    answer, said = WRONG_08_1[name]
+@pytest.mark.parametrize("name", WRONG_09_1)
+def test_09_1_names_the_mistake(name):
+    answer, said = WRONG_09_1[name]
     result = verdict("09.1", answer)
     assert not result.passed and said in result.message, result.message
 
@@ -115,20 +188,20 @@ def _stale_optimizer(model, optimizer):
     return keep_optimizer_state
 
 
-WRONG_08_1["the optimizer's state not carried"] = (_stale_optimizer, "optimizer variables")
+WRONG_09_1["the optimizer's state not carried"] = (_stale_optimizer, "optimizer variables")
 
 
-def test_08_1_under_the_notebooks_global_distribution():
+def test_09_1_under_the_notebooks_global_distribution():
     """Notebook 09 sets a DataParallel over every device before its exercises."""
     keras.distribution.set_distribution(keras.distribution.DataParallel(devices=jax.devices()))
     try:
         assert verdict("09.1", SOLUTIONS["classifier_step"]).passed
-        assert not verdict("09.1", WRONG_08_1["the sum, not the mean"][0]).passed
+        assert not verdict("09.1", WRONG_09_1["the sum, not the mean"][0]).passed
     finally:
         keras.distribution.set_distribution(None)
 
 
-def test_08_1_untouched():
+def test_09_1_untouched():
     result = verdict("09.1", lambda model, optimizer: None)
     assert not result.passed and "placeholder" in result.message
 
@@ -144,10 +217,20 @@ def _make_mesh(array, device_list):
     return jax.device_put(array, sharding)
 
 
-@pytest.mark.parametrize("answer", [SOLUTIONS["split_batch"], _distribute_tensor, _make_mesh],
+def _from_pieces(array, device_list):  # each device given its rows, then one global array
+    mesh = jax.sharding.Mesh(np.array(device_list), ("rows",))
+    sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("rows"))
+    pieces = np.split(np.asarray(array), len(device_list))
+    return jax.make_array_from_single_device_arrays(
+        array.shape, sharding,
+        [jax.device_put(p, d) for p, d in zip(pieces, device_list, strict=True)])
+
+
+@pytest.mark.parametrize("answer", [SOLUTIONS["split_batch"], _distribute_tensor, _make_mesh,
+                                    _from_pieces],
                          ids=["the solution", "keras.distribution.distribute_tensor",
-                              "jax.make_mesh"])
-def test_08_2_accepts_right_answers(answer):
+                              "jax.make_mesh", "single-device pieces"])
+def test_09_2_accepts_right_answers(answer):
     assert verdict("09.2", answer, devices=jax.devices()).passed
 
 
@@ -159,6 +242,6 @@ def test_08_2_accepts_right_answers(answer):
     (lambda a, d: a, "not a JAX array"),
     (lambda a, d: jax.device_put(a * 2, d[0]), "not the array's"),
 ], ids=["one device", "replicated", "a numpy array", "changed values"])
-def test_08_2_names_the_mistake(answer, said):
+def test_09_2_names_the_mistake(answer, said):
     result = verdict("09.2", answer, devices=jax.devices())
     assert not result.passed and said in result.message, result.message

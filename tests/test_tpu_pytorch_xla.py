@@ -22,7 +22,7 @@ import torch_xla.runtime as xr  # noqa: E402
 from solved import solution_functions  # noqa: E402
 
 from helpers import exercises, tpu_pytorch_xla  # noqa: E402
-from helpers.errors import RunSettingsChanged, RunUnreadable  # noqa: E402
+from helpers.errors import EngineError, RunSettingsChanged, RunUnreadable  # noqa: E402
 from helpers.lessons import nb10 as lesson  # noqa: E402
 
 xr.use_spmd()
@@ -87,106 +87,217 @@ def test_the_old_calls_are_probed_in_this_runtime():
     assert rows["a GradScaler with bfloat16"] == "torch_xla.amp.GradScaler: ImportError"
 
 
+def test_a_missing_or_old_torch_xla_stops_in_one_line(monkeypatch):
+    tpu_pytorch_xla.require_torch_xla("2.9")  # 2.9 installed here: passes
+    with pytest.raises(EngineError, match=r"has torch_xla 2\.9.*needs torch_xla 2\.10 or newer: "
+                                          r"pick a TPU runtime"):
+        tpu_pytorch_xla.require_torch_xla("2.10")
+    monkeypatch.setattr(tpu_pytorch_xla, "find_spec", lambda name: None)
+    with pytest.raises(EngineError, match="This runtime has no torch_xla; .*v5e-1 TPU"):
+        tpu_pytorch_xla.require_torch_xla()
+
+
 def test_the_lesson_networks_make_and_score_28x28_images():
     generator, discriminator = lesson.make_generator(), lesson.make_discriminator()
     images = generator(torch.zeros(2, 100))
     assert images.shape == (2, 1, 28, 28) and discriminator(images).shape == (2, 1)
 
 
-# Exercise 10.1: a batch split over the mesh
-def _to_device(batch, mesh):
-    return batch.to(torch_xla.device())
+# Exercise 10.1: every image scored, one compiled shape. Answers as learners write them.
+def _padded_with_f_pad(model, images, batch_size):  # right: F.pad on the batch axis
+    out = []
+    for i in range(0, len(images), batch_size):
+        chunk = images[i:i + batch_size]
+        missing = batch_size - chunk.shape[0]
+        chunk = torch.nn.functional.pad(chunk, (0, 0, 0, 0, 0, 0, 0, missing))
+        out.append(model(chunk.to(torch_xla.device())).cpu()[:batch_size - missing])
+    return torch.cat(out)
 
 
-def _wrong_axis(batch, mesh):
-    on = batch.to(torch_xla.device())
-    xs.mark_sharding(on, mesh, (None, "data") + (None,) * (batch.dim() - 2))
-    return on
+def _pad_all_first(model, images, batch_size):  # right: pad the whole set once, then split
+    n = len(images)
+    total = -(-n // batch_size) * batch_size
+    padded = torch.zeros(total, *images.shape[1:])
+    padded[:n] = images
+    with torch.no_grad():
+        scores = [model(b.to(DEVICE)).to("cpu") for b in padded.split(batch_size)]
+    return torch.cat(scores)[:n].squeeze(1)
 
 
-def _with_partition_spec(batch, mesh):  # right: the same split, written another way
-    on = batch.to(torch_xla.device())
-    xs.mark_sharding(on, mesh, tuple(["data"] + [None] * (batch.dim() - 1)))
-    return on
+def _repeat_last_image(model, images, batch_size):  # right: pads with copies, keeps a list
+    results = []
+    for batch in torch.split(images, batch_size):
+        real = len(batch)
+        if real < batch_size:
+            batch = torch.cat([batch, batch[-1:].expand(batch_size - real, -1, -1, -1)])
+        logits = model(batch.to(DEVICE))
+        torch_xla.sync()
+        results.extend(logits.cpu()[:real].tolist())
+    return torch.tensor(results)
 
 
-def _returns_mark_sharding(batch, mesh):  # right: mark_sharding's own return value
-    return xs.mark_sharding(batch.to(torch_xla.device()), mesh,
-                            ("data",) + (None,) * (batch.dim() - 1))
+def _short_last_batch(model, images, batch_size):  # the plain loop: a recompile per size
+    return torch.cat([model(b.to(DEVICE)).cpu() for b in images.split(batch_size)])
 
 
-@pytest.mark.parametrize("answer", [SOLUTIONS["split_batch"], _with_partition_spec,
-                                    _returns_mark_sharding],
-                         ids=["the solution", "a list-built spec", "mark_sharding's result"])
-def test_09_1_accepts_right_answers(answer):
-    assert exercises.check("10.1", answer, mesh=MESH).passed
+def _drop_last(model, images, batch_size):  # training's answer: images dropped
+    loader = torch.utils.data.DataLoader(images, batch_size=batch_size, drop_last=True)
+    return torch.cat([model(b.to(DEVICE)).cpu() for b in loader])
 
 
-@pytest.mark.parametrize("answer, said", [
-    (_to_device, "none (replicated)"),
-    (_wrong_axis, "first axis must be split 8 ways"),
-    (lambda batch, mesh: batch, "not a tensor on the XLA device"),
-    (lambda batch, mesh: None, "placeholder"),
-], ids=["only moved", "the wrong axis", "left on the CPU", "untouched"])
-def test_09_1_names_the_mistake(answer, said):
-    result = exercises.check("10.1", answer, mesh=MESH)
-    assert not result.passed and said in result.message, result.message
+def _slices_on_the_device(model, images, batch_size):  # padded once, sliced on the device
+    n = len(images)
+    padded = torch.cat([images, images.new_zeros(-n % batch_size, *images.shape[1:])])
+    on_device = padded.to(DEVICE)
+    return torch.cat([model(on_device[i:i + batch_size]).cpu()
+                      for i in range(0, len(padded), batch_size)])[:n]
 
 
-# Exercise 10.2: a checkpoint from the CPU copy
-def _cpu_by_hand(path, model, optimizer, step):  # right: .cpu() by hand, then torch.save
-    def cpu(value):
-        if isinstance(value, torch.Tensor):
-            return value.cpu()
-        if isinstance(value, dict):
-            return {k: cpu(v) for k, v in value.items()}
-        if isinstance(value, list | tuple):
-            return type(value)(cpu(v) for v in value)
-        return value
-    torch.save(cpu({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                    "step": step}), path)
+def _padding_kept(model, images, batch_size):  # padded, but the padding's logits returned
+    out = []
+    for b in images.split(batch_size):
+        b = torch.cat([b, torch.zeros(batch_size - len(b), *b.shape[1:])])
+        out.append(model(b.to(DEVICE)).cpu())
+    return torch.cat(out)
 
 
-def _tree_map(path, model, optimizer, step):  # right: every tensor moved, with torch's pytree
-    state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step}
-    torch.save(torch.utils._pytree.tree_map(
-        lambda v: v.cpu() if isinstance(v, torch.Tensor) else v, state), path)
+def _concatenated_on_the_device(model, images, batch_size):  # cat of k batches: new program
+    outs = []
+    for b in images.split(batch_size):
+        b = torch.cat([b, torch.zeros(batch_size - len(b), *b.shape[1:])])
+        outs.append(model(b.to(DEVICE)))
+        torch_xla.sync()
+    return torch.cat(outs)[:len(images)]
 
 
-def _xla_tensors(path, model, optimizer, step):
-    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                "step": step}, path)
-
-
-def _no_optimizer(path, model, optimizer, step):
-    xm.save({"model": model.state_dict(), "step": step}, path)
-
-
-def _pickled_model(path, model, optimizer, step):
-    torch.save({"model": model.cpu(), "optimizer": optimizer, "step": step}, path)
-
-
-def test_09_2_untouched_placeholder():
-    def save_checkpoint(path, model, optimizer, step):
-        """Write model, optimizer and step to `path`, loadable without XLA."""
+def test_10_1_untouched_says_not_yet_without_a_hint():
+    def score_all(model, images, batch_size):
+        """The logit of every image of `images`, each batch of one shape on the XLA device."""
         ...
-    result = exercises.check("10.2", save_checkpoint, device=DEVICE)
-    assert not result.passed and "placeholder" in result.message
+    result = exercises.check("10.1", score_all, device=DEVICE)
+    assert not result.passed and "placeholder" in result.message and not result.hint
 
 
-@pytest.mark.parametrize("answer", [SOLUTIONS["save_checkpoint"], _cpu_by_hand, _tree_map],
-                         ids=["the solution", "cpu() by hand", "pytree map"])
-def test_09_2_accepts_right_answers(answer):
-    result = exercises.check("10.2", answer, device=DEVICE)
+@pytest.mark.parametrize("answer", [SOLUTIONS["score_all"], _padded_with_f_pad, _pad_all_first,
+                                    _repeat_last_image],
+                         ids=["the solution", "F.pad", "padded once", "repeats the last image"])
+def test_10_1_accepts_right_answers(answer):
+    result = exercises.check("10.1", answer, device=DEVICE)
     assert result.passed, result.message
 
 
 @pytest.mark.parametrize("answer, said", [
-    (_xla_tensors, "not the CPU"),
-    (_no_optimizer, "keys 'model', 'optimizer' and 'step'"),
-    (_pickled_model, "weights_only=True"),
-    (lambda path, model, optimizer, step: 0, "Nothing was written"),
-], ids=["XLA tensors saved", "no optimizer", "objects pickled", "writes nothing"])
-def test_09_2_names_the_mistake(answer, said):
-    result = exercises.check("10.2", answer, device=DEVICE)
+    (_short_last_batch, "after the first call, nothing may compile"),
+    (_drop_last, "For 53 images it returned 48 logits"),
+    (_slices_on_the_device, "after the first call, nothing may compile"),
+    (_padding_kept, "For 53 images it returned 64 logits"),
+    (_concatenated_on_the_device, "after the first call, nothing may compile"),
+    (lambda model, images, batch_size: model(images.to(DEVICE)).cpu(), "nothing may compile"),
+], ids=["a short last batch", "drop_last", "slices of a device tensor", "padding kept",
+        "concatenated on the device", "all at once"])
+def test_10_1_names_the_mistake(answer, said):
+    result = exercises.check("10.1", answer, device=DEVICE)
     assert not result.passed and said in result.message, result.message
+
+
+# Exercise 10.2: a two-input batch, each tensor split on its own first axis
+def _two_calls(images, labels, mesh):  # right: one spec written out per rank
+    x = images.to(torch_xla.device())
+    y = labels.to(torch_xla.device())
+    xs.mark_sharding(x, mesh, ("data",) + (None,) * (x.ndim - 1))
+    xs.mark_sharding(y, mesh, ("data",) + (None,) * (y.ndim - 1))
+    return x, y
+
+
+def _returned_sharded_tensors(images, labels, mesh):  # right: mark_sharding's own results
+    def spec(t):
+        return tuple("data" if axis == 0 else None for axis in range(t.dim()))
+    return [xs.mark_sharding(t.to(DEVICE), mesh, spec(t)) for t in (images, labels)]
+
+
+def _with_a_list_spec(images, labels, mesh):  # right: the spec built as a list
+    out = []
+    for t in (images, labels):
+        spec = [None] * len(t.shape)
+        spec[0] = "data"
+        on = t.to(DEVICE)
+        xs.mark_sharding(on, mesh, tuple(spec))
+        out.append(on)
+    return tuple(out)
+
+
+def _images_only(images, labels, mesh):  # the labels left whole on every device
+    images = images.to(DEVICE)
+    xs.mark_sharding(images, mesh, ("data",) + (None,) * (images.dim() - 1))
+    return images, labels.to(DEVICE)
+
+
+def _one_spec_for_both(images, labels, mesh):  # the images' spec on the labels: an error
+    spec = ("data",) + (None,) * (images.dim() - 1)
+    placed = [t.to(DEVICE) for t in (images, labels)]
+    for t in placed:
+        xs.mark_sharding(t, mesh, spec)
+    return tuple(placed)
+
+
+def _loader_spec(images, labels, mesh):  # the loader's ShardingSpec: applies to one rank only
+    spec = xs.ShardingSpec(mesh, ("data",) + (None,) * (images.dim() - 1))
+    return tuple(xm.send_cpu_data_to_device([images, labels], DEVICE, spec))
+
+
+def _labels_as_float(images, labels, mesh):  # the labels changed on the way
+    pair = []
+    for t in (images, labels.float()):
+        on = t.to(DEVICE)
+        xs.mark_sharding(on, mesh, ("data",) + (None,) * (t.dim() - 1))
+        pair.append(on)
+    return pair
+
+
+def _last_axis(images, labels, mesh):  # split on the wrong axis
+    pair = []
+    for t in (images, labels):
+        on = t.to(DEVICE)
+        xs.mark_sharding(on, mesh, (None,) * (t.dim() - 1) + ("data",))
+        pair.append(on)
+    return pair
+
+
+def test_10_2_untouched_says_not_yet_without_a_hint():
+    def split_pair(images, labels, mesh):
+        """Images and labels on the XLA device, each split on its first axis over "data"."""
+        ...
+    result = exercises.check("10.2", split_pair, mesh=MESH)
+    assert not result.passed and "placeholder" in result.message and not result.hint
+
+
+@pytest.mark.parametrize("answer", [SOLUTIONS["split_pair"], _two_calls,
+                                    _returned_sharded_tensors, _with_a_list_spec],
+                         ids=["the solution", "two calls", "mark_sharding's results",
+                              "a list spec"])
+def test_10_2_accepts_right_answers(answer):
+    result = exercises.check("10.2", answer, mesh=MESH)
+    assert result.passed, result.message
+
+
+@pytest.mark.parametrize("answer, said", [
+    (_images_only, "Its labels of shape (64,) carry the sharding none (whole on every"),
+    (_one_spec_for_both, "Your code raised AssertionError: Partition spec length"),
+    (_loader_spec, "Its labels of shape (64,) carry the sharding {replicated}"),
+    (_labels_as_float, "Its labels are not the ones given"),
+    (_last_axis, "Its images of shape (64, 1, 4, 4) carry the sharding {devices=[1,1,1,8]"),
+    (lambda images, labels, mesh: (images, labels), "Its images are on cpu"),
+], ids=["images only", "one spec for both", "the loader's one spec", "labels made float",
+        "the last axis", "left on the CPU"])
+def test_10_2_names_the_mistake(answer, said):
+    result = exercises.check("10.2", answer, mesh=MESH)
+    assert not result.passed and said in result.message, result.message
+
+
+def test_hints_escalate_on_changed_wrong_answers_only():
+    exercises.TRIES.pop("10.2", None)
+    first = exercises.check("10.2", _images_only, mesh=MESH)
+    again = exercises.check("10.2", _images_only, mesh=MESH)
+    other = exercises.check("10.2", _last_axis, mesh=MESH)
+    assert first.hint.startswith("Where to look") and again.hint == first.hint
+    assert other.hint.startswith("Hint: For each tensor")

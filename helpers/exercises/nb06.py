@@ -23,7 +23,8 @@ def _per_example(values):  # the per-example loss the check's model stands for
 def global_loss(fn, strategy) -> str | None:
     import tensorflow as tf
 
-    replicas = strategy.num_replicas_in_sync
+    if (replicas := strategy.num_replicas_in_sync) < 2:  # one replica's mean is the global one
+        return "This check needs 2 or more replicas (logical_devices=2 or more) to judge it."
     values = np.random.default_rng(5).uniform(0.5, 2.0, 8 * replicas).astype("float32")
     # a full batch, then a short last one that splits unevenly (some replicas get none), even on 2
     for size in (len(values), replicas + 1):

@@ -2,58 +2,66 @@
 
 from __future__ import annotations
 
+import copy
+import os
 import tempfile
 from pathlib import Path
 
-from helpers.exercises import exercise, is_number, require
+from helpers.exercises import exercise, require
+
+CLUSTERS = {"three workers": {"worker": ["a:1", "b:1", "c:1"]},
+            'a "chief" and two workers': {"chief": ["a:1"], "worker": ["b:1", "c:1"]},
+            "no TF_CONFIG at all": {}}
 
 
-@exercise("08.1", "resume from the latest checkpoint",
-          hint="`worker.py` above resumes the same way: find the newest checkpoint in the "
-               "folder (there may be none), restore it into the checkpoint object, and read the "
-               "step from the restored variable, not from the file's name.",
-          right="A restarted worker picks up at the step its last checkpoint saved, with the "
-                "weights of that step, and a first start begins at step 0.")
-def resume(fn) -> str | None:
-    import tensorflow as tf
+def _tasks(cluster: dict):
+    """(TF_CONFIG, name, is the chief) of each task of ``cluster`` ({}: one program, its own)."""
+    if not cluster:
+        yield {}, "the single program", True
+    for kind, hosts in cluster.items():
+        for i in range(len(hosts)):
+            yield ({"cluster": cluster, "task": {"type": kind, "index": i}}, f"{kind} {i}",
+                   kind == "chief" or (kind == "worker" and i == 0 and "chief" not in cluster))
 
+
+@exercise("08.1", "the chief's shared folder and each worker's scratch folder",
+          where="the cell of `worker.py` that picks `own_dir`, and the TF_CONFIG cells before it",
+          hint="The chief is the task of type \"chief\" where the cluster has one, else worker 0, "
+               "and a program with no TF_CONFIG is its own chief (read with `.get`, as the dict "
+               "may be empty). Every other task gets a folder of its own under `scratch`, named "
+               "by its type and index.",
+          right="Only the chief's checkpoints land in the shared folder, whichever way the "
+                "cluster names its chief, and no two workers write over each other's scratch.")
+def checkpoint_dir(fn) -> str | None:
     with tempfile.TemporaryDirectory() as folder:
-        step = tf.Variable(0, dtype=tf.int64, trainable=False)
-        weights = tf.Variable([0.0, 0.0])
-        checkpoint = tf.train.Checkpoint(step=step, weights=weights)
-        got = fn(checkpoint, folder)  # nothing saved yet: a first start
-        require(got)
-        if not is_number(got):
-            return (f"With no checkpoint yet it returned a {type(got).__name__}, not the step "
-                    "to start from (an int).")
-        if got != 0:
-            return f"With no checkpoint yet it returned {got}, not step 0."
-        manager = tf.train.CheckpointManager(checkpoint, folder, max_to_keep=3)
-        for saved in (100, 200, 300):  # saved every 100 steps: ckpt-1, ckpt-2, ckpt-3
-            step.assign(saved)
-            weights.assign([saved / 100, -saved / 100])
-            manager.save()
-        step.assign(0)  # a restarted worker: the variables as a fresh program makes them
-        weights.assign([0.0, 0.0])
-        got = fn(checkpoint, folder)
-        require(got)
-    restored = [float(w) for w in weights.numpy()]
-    if not is_number(got):
-        return f"It returned a {type(got).__name__}, not the step to start from (an int)."
-    if restored == [0.0, 0.0]:
-        return ("The weights are still those of a fresh start: restore the checkpoint "
-                "(`checkpoint.restore(...)`), not only read its number.")
-    if restored != [3.0, -3.0]:
-        return (f"It restored the weights of step {int(restored[0] * 100)}, not those of the "
-                "newest checkpoint (step 300): `tf.train.latest_checkpoint(directory)`.")
-    if got != 300:
-        why = (" That is the checkpoint's number in its name (ckpt-3), not the training step it "
-               "saved." if got == 3 else "")
-        return f"It returned {got}, not 300, the step the newest checkpoint saved.{why}"
+        shared, scratch = Path(folder, "shared"), Path(folder, "scratch")
+        for name, cluster in CLUSTERS.items():
+            owners = {}
+            for config, task, chief in _tasks(cluster):
+                require(got := fn(copy.deepcopy(config), str(shared), str(scratch)))
+                if not isinstance(got, str | os.PathLike):
+                    return f"For {task} it returned a {type(got).__name__}, not a folder's path."
+                got = Path(got).resolve()
+                if chief and got != shared.resolve():
+                    return (f"With {name}, {task} is the chief, yet it saves into {got.name!r}, "
+                            "not the shared folder: the run would have no checkpoint to resume.")
+                if not chief and got == shared.resolve():
+                    why = (': a cluster that names a "chief" has no other chief, worker 0 '
+                           "included" if "chief" in cluster else "")
+                    return (f"With {name}, {task} also saves into the shared folder, which is "
+                            f"the chief's alone{why}.")
+                if not chief and scratch.resolve() not in (got, *got.parents):
+                    return (f"With {name}, {task} saves into {str(got)!r}, not a folder under "
+                            "`scratch`: the workers' copies go to their own disk.")
+                if not chief and got in owners:
+                    return (f"With {name}, {owners[got]} and {task} save into the same folder: "
+                            "each needs its own, or they write over each other's files.")
+                owners[got] = task
     return None
 
 
 @exercise("08.2", "profile notebook 04's step and name its first fix",
+          where="the profiler section: `capture`, the cell that reads both traces, and `advice`",
           hint="Three calls of this notebook do the work, as in the classifier's profile: "
                "`capture` (given a function that runs 04's step on the batch and returns one "
                "loss), `read_trace` on the file it returns, and `advice`.",
@@ -62,23 +70,20 @@ def resume(fn) -> str | None:
                 "your own model.")
 def profile_gan(fn, advice) -> str | None:
     """``advice``: notebook 08's own reading of a trace, which the check cell passes."""
-    import tensorflow as tf
-
+    _stop_profiler()  # one that an earlier, failed try left running would fail this one
     with tempfile.TemporaryDirectory() as folder:
-        got = fn(folder, 3, 16)
-        try:  # a profiler left running makes the next capture fail
-            tf.profiler.experimental.start(str(Path(folder) / "probe"))
-        except Exception:  # noqa: BLE001  (TensorFlow says so with several error types)
-            tf.profiler.experimental.stop()
+        try:
+            got = fn(folder, 3, 16)
+        finally:
+            left_running = _stop_profiler()
+        if left_running:
             return ("The profiler was still running after your function returned: stop it in a "
                     "`finally` (`tf.profiler.experimental.stop()`), or the next capture fails.")
-        tf.profiler.experimental.stop()
         require(got)
         if not isinstance(got, tuple) or len(got) != 2:
             return (f"It returned a {type(got).__name__}: return a pair, the trace's summary and "
                     "the first fix.")
-        summary, fix = got
-        if not hasattr(summary, "step_ms") or not hasattr(summary, "by_type"):
+        if not hasattr(summary := got[0], "step_ms") or not hasattr(summary, "by_type"):
             return (f"The first value is a {type(summary).__name__}, not the summary that "
                     "`read_trace` returns.")
         if len(summary.step_ms) != 3:
@@ -90,7 +95,18 @@ def profile_gan(fn, advice) -> str | None:
         if "generator" not in names or "discriminator" not in names:
             return ("The trace holds no op of a generator and a discriminator: it is not "
                     "notebook 04's DCGAN step (build it with `build_gan` and `make_train_step`).")
-        if fix != (want := advice(summary)[0]):
-            return (f"For this trace the first fix is {want[:70]!r}..., not {str(fix)[:70]!r}: "
+        if got[1] != (want := advice(summary)[0]):
+            return (f"For this trace the first fix is {want[:70]!r}..., not {str(got[1])[:70]!r}: "
                     "return `advice(summary)[0]`.")
     return None
+
+
+def _stop_profiler() -> bool:
+    """Stop the profiler if one runs; whether one did."""
+    import tensorflow as tf
+
+    try:
+        tf.profiler.experimental.stop()
+    except tf.errors.OpError:  # "No profiler is running"
+        return False
+    return True

@@ -16,6 +16,7 @@ def _small_classifier(keras):
 
 
 @exercise("09.1", "write a classifier's pure training step",
+          where="the cells under \"The DCGAN step, JAX style\" (`make_gan_step`)",
           hint="Inside a loss function of (trainable, non_trainable, x, y), run "
                "`model.stateless_call(trainable, non_trainable, x, training=True)`, which "
                "returns the logits and the new non-trainable values; average "
@@ -69,6 +70,7 @@ def classifier_step(fn) -> str | None:
 
 
 @exercise("09.2", "split a global batch between the devices",
+          where="`make_gan_step`'s `split` and the `on_devices` function",
           hint="Make a `jax.sharding.Mesh(np.array(device_list), ('batch',))`, then "
                "`jax.device_put(array, NamedSharding(mesh, PartitionSpec('batch')))`: the "
                "first axis is split along the mesh's only axis, the others are whole.",

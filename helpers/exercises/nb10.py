@@ -3,92 +3,84 @@ torch and torch_xla are imported in each check, as every notebook loads all the 
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
+import copy
+import itertools
 
-from helpers.exercises import NotDone, exercise, require, untouched
+from helpers.exercises import exercise, require
+
+_CHECKS = itertools.count(1)  # each check builds new programs: an earlier try's never hide one
 
 
-@exercise("10.1", "split a batch between the devices of a mesh",
-          hint="Move it with `.to(torch_xla.device())`, then "
-               "`xs.mark_sharding(tensor, mesh, ('data', None, ...))`: one name per axis, "
-               "'data' for the first, None (whole) for each of the others.",
-          right="The tensor is on the XLA device, unchanged, its first axis split over all "
-                "the mesh's devices and its other axes whole: what `input_sharding` does.")
-def split_batch(fn, mesh=None) -> str | None:
+@exercise("10.1", "score every image with one compiled shape",
+          where="the cell that feeds a short last batch to the discriminator",
+          hint="Cut `images` into batches on the CPU, pad the last one with zeros to "
+               "`batch_size` images (torch.cat), move each batch to the device, run the model, "
+               "move its logits to the CPU (.cpu()), then concatenate them and cut off the "
+               "padding's logits on the CPU.",
+          right="Every image scored, in order, and other numbers of images compiled nothing "
+                "new: each batch had the one shape, and only the CPU saw the ragged end.")
+def score_all(fn, device=None) -> str | None:
+    import torch
+    import torch_xla.debug.metrics as met
+    from torch import nn
+
+    width = 8 + next(_CHECKS)  # a new hidden width: new programs for every check
+    torch.manual_seed(width)
+    model = nn.Sequential(nn.Flatten(), nn.Linear(16, width), nn.Tanh(), nn.Linear(width, 1))
+    on_cpu, new = copy.deepcopy(model), []
+    model.to(device)
+    for count in (53, 41, 32):  # batches of 16: a short last one of 5, then 9, then none
+        images, before = torch.randn(count, 1, 4, 4), (met.metric_data("CompileTime") or [0])[0]
+        logits = fn(model, images.clone(), 16)
+        require(logits)
+        if not isinstance(logits, torch.Tensor):
+            return f"It returned a {type(logits).__name__}, not a tensor of logits."
+        logits = logits.detach().cpu().reshape(-1)  # counted: a concatenation on the device
+        new.append((met.metric_data("CompileTime") or [0])[0] - before)  # compiles here
+        if len(logits) != count:
+            return (f"For {count} images it returned {len(logits)} logits: score every image "
+                    "(none dropped), and none of the padding.")
+        if not torch.allclose(logits, on_cpu(images).detach().reshape(-1), atol=1e-2):  # TPU: bf16
+            return "Its logits are not the model's for those images, in their order."
+    if new[1] or new[2]:
+        return (f"53, 41 and 32 images compiled {new[0]}, {new[1]} and {new[2]} new program(s): "
+                "after the first call, nothing may compile. A short batch, a slice of a device "
+                "tensor at a new offset, or a concatenation of another number of batches on the "
+                "device is a new program.")
+    return None
+
+
+@exercise("10.2", "split a two-input batch between the devices",
+          where="the section on keeping the data on the device (its input_sharding note)",
+          hint="For each tensor, `.to(torch_xla.device())`, then `xs.mark_sharding(t, mesh, "
+               "('data',) + (None,) * (t.dim() - 1))`: one name per axis, so the labels' spec "
+               "is shorter than the images'.",
+          right="Both tensors are on the XLA device, unchanged, each split on its first axis "
+                "over all the mesh's devices, the other axes whole.")
+def split_pair(fn, mesh=None) -> str | None:
     import torch
     import torch_xla
 
     count = len(mesh.device_ids)
-    for shape in ((8 * count, 1, 4, 4), (4 * count, 3)):
-        batch = torch.arange(int(torch.tensor(shape).prod()), dtype=torch.float32).reshape(shape)
-        result = fn(batch.clone(), mesh)
+    for shape, label_shape in (((8 * count, 1, 4, 4), (8 * count,)),
+                               ((4 * count, 3), (4 * count, 2))):
+        images, labels = torch.randn(shape), torch.randint(0, 10, label_shape)
+        result = fn(images.clone(), labels.clone(), mesh)
         require(result)
-        result = getattr(result, "global_tensor", result)  # what mark_sharding itself returns
-        if not isinstance(result, torch.Tensor) or result.device.type != "xla":
-            where = getattr(result, "device", type(result).__name__)
-            return f"It returned something on {where}, not a tensor on the XLA device."
-        torch_xla.sync()
-        if not torch.equal(result.cpu(), batch):
-            return "Its values are not the batch's: place it, do not change it."
-        spec = torch_xla._XLAC._get_xla_sharding_spec(result)
-        want = "[" + ",".join([str(count)] + ["1"] * (len(shape) - 1)) + "]"
-        if count > 1 and want not in spec.replace(" ", ""):
-            return (f"For a batch of shape {shape} its sharding is {spec or 'none (replicated)'}"
-                    f": the first axis must be split {count} ways, the others kept whole.")
-    return None
-
-
-def _leaves(value) -> list:
-    """What a state dict holds, its dicts, lists and tuples opened."""
-    if isinstance(value, dict):
-        return _leaves(list(value.values()))
-    if isinstance(value, list | tuple):
-        return [leaf for v in value for leaf in _leaves(v)]
-    return [value]
-
-
-@exercise("10.2", "save a checkpoint from the CPU copy",
-          hint="Build a dict {'model': model.state_dict(), 'optimizer': "
-               "optimizer.state_dict(), 'step': step} and save it with `xm.save(state, path)`, "
-               "which moves every tensor to the CPU first (or move them yourself with .cpu() "
-               "before torch.save).",
-          right="The file loads without XLA (every tensor on the CPU), and holds the model's "
-                "weights, the optimizer's state and the step.")
-def save_checkpoint(fn, device=None) -> str | None:
-    import torch
-    import torch_xla
-    from torch import nn
-
-    torch.manual_seed(9)
-    model = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.Linear(8, 1)).to(device)
-    optimizer = torch.optim.Adam(model.parameters(), 1e-2)
-    model(torch.randn(16, 4).to(device)).pow(2).mean().backward()
-    optimizer.step()
-    torch_xla.sync()
-    with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "checkpoint.pt"
-        answer = fn(path, model, optimizer, 7)
-        if not path.exists():
-            if answer is None and untouched(fn):
-                raise NotDone
-            return "Nothing was written at `path`."
-        try:
-            state = torch.load(path, map_location=None, weights_only=True)
-        except Exception as error:  # XLA tensors, or objects weights_only refuses
-            return (f"The file does not load with weights_only=True ({type(error).__name__}): "
-                    "save state dicts (tensors, numbers), not the model or optimizer objects.")
-    if not isinstance(state, dict) or not {"model", "optimizer", "step"} <= set(state):
-        return "The file must hold a dict with the keys 'model', 'optimizer' and 'step'."
-    if on_xla := [t for t in _leaves(state)
-                  if isinstance(t, torch.Tensor) and t.device.type != "cpu"]:
-        return (f"{len(on_xla)} of its tensors are on {on_xla[0].device}, not the CPU: a "
-                "machine without XLA cannot load them.")
-    if state["step"] != 7:
-        return f"Its step is {state['step']!r}, not the step it was given (7)."
-    for name, value in model.state_dict().items():
-        if name not in state["model"] or not torch.equal(state["model"][name], value.cpu()):
-            return f"Its model weights differ from the model's ({name})."
-    if not state["optimizer"].get("state"):
-        return "Its optimizer state is empty: save optimizer.state_dict() after training."
+        if not isinstance(result, tuple | list) or len(result) != 2:
+            return "It must return the pair (images, labels), both placed."
+        for name, want, got in (("images", images, result[0]), ("labels", labels, result[1])):
+            got = getattr(got, "global_tensor", got)  # what mark_sharding itself returns
+            if not isinstance(got, torch.Tensor) or got.device.type != "xla":
+                where = getattr(got, "device", type(got).__name__)
+                return f"Its {name} are on {where}, not on the XLA device."
+            torch_xla.sync()
+            if got.dtype != want.dtype or not torch.equal(got.cpu(), want):
+                return f"Its {name} are not the ones given (values or dtype): place, do not change."
+            spec = torch_xla._XLAC._get_xla_sharding_spec(got).replace(" ", "")
+            split = "[" + ",".join([str(count)] + ["1"] * (want.dim() - 1)) + "]"
+            if count > 1 and split not in spec:
+                return (f"Its {name} of shape {tuple(want.shape)} carry the sharding "
+                        f"{spec or 'none (whole on every device)'}: split the first axis "
+                        f"{count} ways, keep the others whole (one name per axis).")
     return None

@@ -23,7 +23,7 @@ from helpers.data_parallel import fit_classifier  # notebook 06's fit under a st
 
 
 def sweep(strategy_for, counts, x, y, per_replica_batch, epochs=3, progress=None):
-    """images/s, speedup and efficiency for each replica count, the batch per replica fixed."""
+    """The classifier's images/s for each replica count, the batch per replica fixed."""
     rows = []
     for count in counts:
         global_batch = per_replica_batch * count  # grows with the replicas, as with more GPUs
@@ -33,9 +33,6 @@ def sweep(strategy_for, counts, x, y, per_replica_batch, epochs=3, progress=None
                      "images_per_s": run["images_per_s"]})
         if progress:
             progress(rows[-1])
-    for row in rows:
-        row["speedup"] = row["images_per_s"] / rows[0]["images_per_s"]
-        row["efficiency"] = row["speedup"] / (row["replicas"] / rows[0]["replicas"])
     return rows
 
 
@@ -81,11 +78,12 @@ def advice(summary, input_bound=0.2, idle=0.3):
     lines = []
     if summary.input_share > input_bound:  # the step waited for the tf.data pipeline
         lines.append(f"Input-bound: {summary.input_share:.0%} of step time waits for data. "
-                     "Prefetch, map in parallel, cache what fits, read TFRecords (notebook 03).")
+                     "Map in parallel and prefetch (notebook 03); where the pipeline does both, "
+                     "raise the parallel calls, cache what fits, or decode once, offline.")
     if summary.idle_share - summary.input_share > idle:  # idle time counts the wait too
         lines.append(f"The device idles {summary.idle_share:.0%} of the step between small ops: "
                      "use a larger batch, run several steps per call (a tf.range loop, "
-                     "steps_per_execution), and on a GPU try XLA (jit_compile=True).")
+                     "steps_per_execution), and try XLA (jit_compile=True).")
     types = summary.by_type()  # (op type, ms, share of the op time), largest first
     heavy = sum(share for kind, _, share in types if HEAVY_OPS.search(kind))
     if heavy >= 0.5:
@@ -94,5 +92,5 @@ def advice(summary, input_bound=0.2, idle=0.3):
     elif types:
         light = next((kind for kind, _, _ in types if not HEAVY_OPS.search(kind)), types[0][0])
         lines.append(f"Convolutions and matmuls are only {heavy:.0%} of op time; the rest is many "
-                     f"small ops (the largest kind: {light}). XLA fuses them on a GPU or TPU.")
+                     f"small ops (the largest kind: {light}). XLA (jit_compile=True) fuses them.")
     return lines

@@ -9,6 +9,8 @@ notebook, then run ``make lessons``. ``make test`` fails if this file and the no
 # 09_tpu_keras_jax.ipynb, section 'The DCGAN step, JAX style'
 import jax
 import keras
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from helpers.lessons.dcgan_networks import tutorial_discriminator, tutorial_generator  # 04's
 
@@ -16,52 +18,68 @@ from helpers.lessons.dcgan_networks import tutorial_discriminator, tutorial_gene
 def bce(labels, logits):  # binary cross-entropy on logits, averaged over the global batch
     return keras.ops.mean(keras.ops.binary_crossentropy(labels, logits, from_logits=True))
 
-def make_losses(generator, discriminator):
-    def d_loss(d_train, d_state, g_train, g_state, real, noise):
-        fake, _ = generator.stateless_call(g_train, g_state, noise, training=True)
+
+# 09_tpu_keras_jax.ipynb, section 'The DCGAN step, JAX style'
+def make_forward(generator, discriminator):
+    def forward(g_train, d_train, g_state, d_state, real, noise):  # one pass, both losses
+        fake, g_state = generator.stateless_call(g_train, g_state, noise, training=True)
         real_logits, d_state = discriminator.stateless_call(d_train, d_state, real, training=True)
         fake_logits, d_state = discriminator.stateless_call(d_train, d_state, fake, training=True)
-        loss = bce(keras.ops.ones_like(real_logits), real_logits)
-        return loss + bce(keras.ops.zeros_like(fake_logits), fake_logits), d_state
-
-    def g_loss(g_train, g_state, d_train, d_state, noise):
-        fake, g_state = generator.stateless_call(g_train, g_state, noise, training=True)
-        fake_logits, _ = discriminator.stateless_call(d_train, d_state, fake, training=True)
-        return bce(keras.ops.ones_like(fake_logits), fake_logits), g_state
-    return d_loss, g_loss
+        d_loss = bce(keras.ops.ones_like(real_logits), real_logits) + bce(
+            keras.ops.zeros_like(fake_logits), fake_logits)
+        g_loss = bce(keras.ops.ones_like(fake_logits), fake_logits)
+        return (d_loss, g_loss), (g_state, d_state)
+    return forward
 
 
 # 09_tpu_keras_jax.ipynb, section 'The DCGAN step, JAX style'
-def make_gan_step(generator, discriminator, g_opt, d_opt):
-    d_loss, g_loss = make_losses(generator, discriminator)
+def make_gan_step(generator, discriminator, g_opt, d_opt, mesh, global_batch):
+    forward = make_forward(generator, discriminator)
+    split = NamedSharding(mesh, PartitionSpec("batch"))  # the global batch's layout
 
-    def step(state, real, noise):  # values in, new values out: nothing is mutated
-        g_train, g_state, d_train, d_state, g_opt_vars, d_opt_vars = state
-        (disc, d_state), d_grads = jax.value_and_grad(d_loss, has_aux=True)(
-            d_train, d_state, g_train, g_state, real, noise)
-        (gen, g_state), g_grads = jax.value_and_grad(g_loss, has_aux=True)(
-            g_train, g_state, d_train, d_state, noise)  # both from the weights before
+    def step(state, images, i):  # values in, new values out: nothing is mutated
+        g_train, g_state, d_train, d_state, g_opt_vars, d_opt_vars, key = state
+        key, noise_key = jax.random.split(key)
+        noise = jax.random.normal(noise_key, (global_batch, 100))  # drawn on the devices
+        first = i * global_batch % (images.shape[0] - global_batch + 1)
+        real = jax.lax.dynamic_slice_in_dim(images, first, global_batch)  # sliced there too
+        real, noise = (jax.lax.with_sharding_constraint(a, split) for a in (real, noise))
+        losses, backward, (g_state, d_state) = jax.vjp(  # one forward pass, kept for backward
+            lambda g, d: forward(g, d, g_state, d_state, real, noise), g_train, d_train,
+            has_aux=True)
+        _, d_grads = backward((1.0, 0.0))  # d_loss's gradients, for the discriminator
+        g_grads, _ = backward((0.0, 1.0))  # g_loss's, for the generator
         d_train, d_opt_vars = d_opt.stateless_apply(d_opt_vars, d_grads, d_train)
         g_train, g_opt_vars = g_opt.stateless_apply(g_opt_vars, g_grads, g_train)
-        return (g_train, g_state, d_train, d_state, g_opt_vars, d_opt_vars), (disc, gen)
+        return (g_train, g_state, d_train, d_state, g_opt_vars, d_opt_vars, key), losses
 
-    # traced and compiled once, at its first call; the old state's buffers are given to the
-    # new one (donated), so the chip holds one copy of the weights, not two
+    # compiled at its first call; the old state's buffers are given to the new one (donated),
+    # so the devices hold one copy of the weights, not two
     return jax.jit(step, donate_argnums=0)
 
 
 # 09_tpu_keras_jax.ipynb, section 'The DCGAN step, JAX style'
-def build_gan(device_list, dropout=0.0):
-    """Notebook 04's networks and optimizers on `device_list`, and the step's start state."""
+def variables_of(models):  # the step's state, in its order, as Keras variables
+    generator, discriminator, g_opt, d_opt = models
+    return (generator.trainable_variables, generator.non_trainable_variables,
+            discriminator.trainable_variables, discriminator.non_trainable_variables,
+            g_opt.variables, d_opt.variables)
+
+
+# 09_tpu_keras_jax.ipynb, section 'The DCGAN step, JAX style'
+def build_gan(device_list, global_batch, policy="mixed_bfloat16", dropout=0.0,
+              optimizer=lambda: keras.optimizers.Adam(2e-4, beta_1=0.5)):  # as in 04
+    """Notebook 04's networks and optimizers on `device_list`; the step, its state, the models."""
+    keras.mixed_precision.set_global_policy(policy)  # layers built now compute in it
     with keras.distribution.DataParallel(devices=device_list).scope():
         keras.utils.set_random_seed(0)
         generator = tutorial_generator(tuned=False)  # Keras layers: any backend
         discriminator = tutorial_discriminator(dropout=dropout, tuned=False)
-        g_opt, d_opt = (keras.optimizers.Adam(2e-4, beta_1=0.5) for _ in range(2))  # as in 04
+        g_opt, d_opt = optimizer(), optimizer()  # one each
         g_opt.build(generator.trainable_variables)
         d_opt.build(discriminator.trainable_variables)
-    state = tuple([v.value for v in variables] for variables in (
-        generator.trainable_variables, generator.non_trainable_variables,
-        discriminator.trainable_variables, discriminator.non_trainable_variables,
-        g_opt.variables, d_opt.variables))
-    return make_gan_step(generator, discriminator, g_opt, d_opt), state
+    keras.mixed_precision.set_global_policy("float32")
+    models, mesh = (generator, discriminator, g_opt, d_opt), Mesh(np.array(device_list), ("batch",))
+    key = jax.device_put(jax.random.key(0), NamedSharding(mesh, PartitionSpec()))  # replicated
+    state = tuple([v.value for v in variables] for variables in variables_of(models)) + (key,)
+    return make_gan_step(*models, mesh, global_batch), state, models
