@@ -65,8 +65,8 @@ def replica_devices(count: int) -> ReplicaDevices:
 
 
 def read_split(by_batch: float, by_replicas: float, noise: float, shared: bool) -> str:
-    """The batch's and the replicas' factors, each counted only beyond twice ``noise`` (the gap
-    between a run and its repeat: one repeat understates the spread)."""
+    """The batch's and the replicas' factors, each counted only beyond twice ``noise`` (the larger
+    gap between a run and its repeat: one repeat understates the spread)."""
     def change(factor: float) -> str:
         if abs(factor - 1) <= 2 * noise:
             return f"changed nothing beyond the noise ({factor:.2f}x, within ±{2 * noise:.0%})"
@@ -77,17 +77,18 @@ def read_split(by_batch: float, by_replicas: float, noise: float, shared: bool) 
 
 
 def plot(rows: list[dict], description: str):
-    """Images/s against replicas, beside perfect scaling from the first run; the last two rows
-    (one replica at the largest batch, the first run again) as points at one replica."""
+    """Images/s against replicas, beside perfect scaling from the first run; the last three rows
+    (one replica at the largest batch, the first and the widest runs again) as points."""
     import matplotlib.pyplot as plt
 
-    *swept, alone, again = rows
+    *swept, alone, again, widest_again = rows
     counts, measured = [r["replicas"] for r in swept], [r["images_per_s"] for r in swept]
     fig, ax = plt.subplots(figsize=(6, 3.5), layout="tight")
     ax.plot(counts, measured, "o-", label="batch per replica fixed")
     ax.plot(counts, [measured[0] * c for c in counts], "--", color="gray", label="perfect scaling")
     ax.plot(1, alone["images_per_s"], "s", label=f"1 replica, global batch {alone['global_batch']}")
-    ax.plot(1, again["images_per_s"], "kx", label="the first run again")
+    ax.plot([1, counts[-1]], [again["images_per_s"], widest_again["images_per_s"]], "kx",
+            label="the first and the widest runs again")
     ax.set_xscale("log", base=2)
     ax.set_xticks(counts, [str(c) for c in counts])
     ax.set(xlabel="replicas", ylabel="training images/s", title=f"MirroredStrategy, {description}")
@@ -100,7 +101,6 @@ JOB_FILE = "job.json"
 PROGRESS_FILE = "progress.jsonl"
 PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
 follow_launcher = processes.follow_launcher  # in worker.py: end this worker with the notebook
-free_ports = processes.free_ports  # in this kernel's network, for a TF_CONFIG shown
 WORKER_FILE = "worker.py"
 
 

@@ -31,8 +31,9 @@ def fits_by_estimate(batch):
 
 
 found = largest_batch(fits_by_estimate, params.max_batch)
-print(f"By the estimate, the largest batch within {params.budget_mb} MiB is {found} "
-      f"({len(tried)} tries); measured, the search above found {search.largest_ok}.")
+print(f"By the estimate, the largest batch up to max_batch={params.max_batch} within "
+      f"{params.budget_mb} MiB is {found} ({len(tried)} tries); measured, the search above "
+      f"found {search.largest_ok}.")
 
 
 # Exercise 07.2: accumulate gradients over k micro-batches

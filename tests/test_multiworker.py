@@ -147,7 +147,7 @@ def test_tf_config_names_the_cluster_and_the_worker():
         "cluster": {"worker": ["localhost:1", "localhost:2"]},
         "task": {"type": "worker", "index": 1},
     }
-    assert len(set(scale_out_profile.free_ports(3))) == 3
+    assert len(set(processes.free_ports(3))) == 3
 
 
 def test_local_workers_never_share_a_gpu_and_compared_runs_use_one_kind_of_device():
@@ -241,7 +241,7 @@ def test_keras_fit_still_fails_under_the_strategy_as_notebook_07_says(tmp_path):
     When this fails, Keras has fixed it: update notebook 08, which names those releases."""
     script = tmp_path / "fit_worker.py"
     script.write_text(FIT_WORKER)
-    addresses = [f"localhost:{port}" for port in scale_out_profile.free_ports(2)]
+    addresses = [f"localhost:{port}" for port in processes.free_ports(2)]
     workers = [
         processes.start_script(script, [], {**os.environ, "TF_CONFIG": json.dumps(
             tf_config(addresses, i))}, tmp_path / f"worker{i}.log")
