@@ -1,7 +1,5 @@
 """MNIST, Fashion-MNIST, CIFAR-10, or offline (``COURSE_OFFLINE=1``) an announced fallback."""
 
-from __future__ import annotations
-
 import hashlib
 import os
 import socket
@@ -22,7 +20,6 @@ REAL = {  # the real data sets: image shape and class names
         "airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]}}
 DATASETS = (*REAL, "digits", "synthetic")  # and the offline ones, always available
 OFFLINE_ENV = "COURSE_OFFLINE"
-#: The file ``keras.datasets.mnist`` downloads, and its SHA-256 (for notebook 10, without Keras).
 MNIST_URL = "https://storage.googleapis.com/tensorflow/tf-keras-datasets/mnist.npz"
 MNIST_SHA256 = "731c5ac602752760c8e48fbffcf8c3b850d9dc2a2aedcf2cc48468fc17b673d1"
 
@@ -100,8 +97,7 @@ def load(name: str = "mnist", *, limit: int | None = None, verbose: bool = True)
     return data
 
 
-def _try_keras(name: str) -> tuple[ImageData | None, str]:
-    """The real set through the notebook's ``keras.datasets`` (MNIST also without Keras)."""
+def _try_keras(name: str) -> tuple[ImageData | None, str]:  # keras.datasets (MNIST: also without)
     keras = sys.modules.get("keras")
     if keras is None and name != "mnist":
         return None, f"{name} loads through keras.datasets, and this notebook does not use Keras"
@@ -124,8 +120,7 @@ def _try_keras(name: str) -> tuple[ImageData | None, str]:
     return ImageData(name, x_train, y_train, x_test, y_test, [*REAL[name]["classes"]], source), ""
 
 
-def _mnist_without_keras():
-    """MNIST from ``mnist.npz``, downloaded once into Keras's cache and checked (SHA-256)."""
+def _mnist_without_keras():  # downloaded once into Keras's cache, checked (SHA-256)
     path = Path.home() / ".keras" / "datasets" / "mnist.npz"
     if not path.exists() or hashlib.sha256(path.read_bytes()).hexdigest() != MNIST_SHA256:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -147,8 +142,7 @@ def _split(name, x, y, classes, source) -> ImageData:
     return ImageData(name, x[n_test:], y[n_test:], x[:n_test], y[:n_test], classes, source)
 
 
-def _digits(shape) -> ImageData:
-    """scikit-learn's bundled 8x8 digits resized into ``shape`` (MNIST's margins)."""
+def _digits(shape) -> ImageData:  # scikit-learn's 8x8 digits, resized with MNIST's margins
     from sklearn.datasets import load_digits
 
     digits = load_digits()
@@ -164,8 +158,7 @@ def _digits(shape) -> ImageData:
                   f"scikit-learn's bundled 8x8 digits, resized to {height}x{width}")
 
 
-def _synthetic(shape) -> ImageData:
-    """Generated images: class k is a bright square at one of 10 positions, plus noise."""
+def _synthetic(shape) -> ImageData:  # class k: a bright square at one of 10 places, plus noise
     rng = np.random.default_rng(0)
     height, width, channels = shape
     labels = rng.integers(0, 10, size=2400).astype("int64")

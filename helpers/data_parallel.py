@@ -1,7 +1,5 @@
 """Plumbing of notebook 06 (data parallel), reused by 08, 09 and 10."""
 
-from __future__ import annotations
-
 import numpy as np
 
 from helpers.devices import accelerator_rule
@@ -69,8 +67,7 @@ def classifier_step_results(runs: dict, synchronized: bool = True) -> dict:
 
 
 def largest_difference(results: dict, reference: str) -> dict:
-    """Per run: the largest absolute difference in loss and in any weight from ``reference``'s;
-    with ``start`` weights, also ``update``: the updates' difference relative to the reference's."""
+    """Per run: its largest loss and weight differences from ``reference`` (update: relative)."""
     base, out = results[reference], {}
     for name, result in results.items():
         if name == reference:
@@ -93,8 +90,7 @@ def _flat(arrays) -> np.ndarray:
 
 def fit_classifier(strategy, x, y, global_batch: int, epochs: int = 2,
                    steps_per_execution: int = 1, synchronized: bool = True) -> dict:
-    """Loss per epoch and steady images/s of the classifier under ``strategy`` (per-replica batch
-    norm unless ``synchronized``); keras#19246: ``MirroredStrategy`` needs steps_per_execution=1."""
+    """Loss and images/s under ``strategy`` (keras#19246: Mirrored needs steps_per_execution=1)."""
     with strategy.scope():
         model = compile_classifier(replica_classifier(x.shape[1:], synchronized=synchronized),
                                    steps_per_execution)

@@ -1,13 +1,12 @@
 """What this runtime runs on, said honestly; a device's strategy (never another); its precision."""
 
-from __future__ import annotations
-
 import contextlib
 import glob
 import importlib.util
 import os
 import shutil
 import subprocess
+from collections import namedtuple
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib import metadata
@@ -245,12 +244,8 @@ def nvidia_smi(run: Callable = subprocess.run, which: Callable = shutil.which) -
     return gpus
 
 
-@dataclass
-class StrategyChoice:  # the strategy picked, and a sentence saying what it runs on
-    strategy: object
-    kind: str  # "tpu", "gpu" or "cpu"
-    replicas: int
-    description: str
+#: The strategy picked, its kind ("tpu", "gpu" or "cpu"), replicas, and what it runs on.
+StrategyChoice = namedtuple("StrategyChoice", "strategy kind replicas description")
 
 
 def mirrored(devices: list[str]):

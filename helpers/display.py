@@ -1,7 +1,5 @@
 """Tables that read well in Colab (HTML) and in plain text, and a grid of images."""
 
-from __future__ import annotations
-
 import html
 import math
 from collections.abc import Mapping, Sequence
@@ -18,14 +16,13 @@ class Table:  # shown as HTML in a notebook and as aligned text everywhere else
                 raise ValueError(f"row {row} has {len(row)} cells, expected {len(self.headers)}")
 
     @classmethod
-    def from_mapping(cls, mapping: Mapping, headers=("", "Value"), title: str = "") -> Table:
+    def from_mapping(cls, mapping: Mapping, headers=("", "Value"), title: str = "") -> "Table":
         return cls([[key, value] for key, value in mapping.items()], headers, title)
 
     def __repr__(self) -> str:
         widths = [max(map(len, column)) for column in zip(self.headers, *self.rows, strict=True)]
-        table = [self.headers, ["-" * w for w in widths], *self.rows]
         lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
-                 for row in table]
+                 for row in [self.headers, ["-" * w for w in widths], *self.rows]]
         return "\n".join(([self.title] if self.title else []) + lines)
 
     def _repr_html_(self) -> str:

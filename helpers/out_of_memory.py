@@ -1,7 +1,5 @@
 """Plumbing of 07 (out of memory): training in a child (its memory freed at exit), batch search."""
 
-from __future__ import annotations
-
 import contextlib
 import gc
 import inspect
@@ -110,8 +108,7 @@ def child_memory_setup(task: dict) -> str:
     return f"Memory growth on for {len(gpus)} GPU(s)."
 
 
-def _child_main(task: dict) -> dict:
-    """Runs in a fresh process: build a model from helpers.models, train, return what it saw."""
+def _child_main(task: dict) -> dict:  # in a fresh process: build, train, return what it saw
     tf = import_tensorflow()
     memory_setting = child_memory_setup(task)
     import keras
@@ -140,8 +137,7 @@ def _child_main(task: dict) -> dict:
             "allocator": os.environ.get("TF_GPU_ALLOCATOR") or "TensorFlow's own (BFC)"}
 
 
-def _child_entry(target, task, connection, environ) -> None:
-    """The child's side of :func:`run_in_child`: ``target(task)``'s result or error (one line)."""
+def _child_entry(target, task, connection, environ) -> None:  # the child's side of run_in_child
     os.environ.clear()  # the caller's environment now, not the fork server's
     os.environ.update(environ)
     try:
@@ -176,8 +172,7 @@ def _death(pid: int, exitcode: int | None, what: str) -> Exception:
 
 
 def run_in_child(target, task, timeout: float = 600, what: str = "") -> dict:
-    """``target(task)`` in a fresh process that ends with the call: its result, ``exit_code``, pid.
-    An OOM (or SIGKILL) raises ChildOutOfMemory, another death ChildDied, no reply ChildTimeout."""
+    """``target(task)`` in a fresh process that ends with the call: its result, exit code, pid."""
     what = what or getattr(target, "__name__", "child")
     context = processes.context()
     reader, writer = context.Pipe(duplex=False)
@@ -234,8 +229,7 @@ def train_in_child(model: str, x, y, batch_size: int, steps: int | None = None,
 
 def budget_trial(model: str, x, y, budget_mb: float, steps: int = 2, policy: str | None = None,
                  *, memory_setup):
-    """A ``try_batch`` for :func:`find_max_batch`: ``steps`` in a child, an OOM past ``budget_mb``
-    (a CPU's resident growth, a GPU's peak); on a GPU a finite budget is the child's hard limit."""
+    """A ``try_batch`` for :func:`find_max_batch`: ``steps`` in a child, OOM past ``budget_mb``."""
     limit = budget_mb if np.isfinite(budget_mb) else None
 
     def try_batch(batch: int) -> float:

@@ -8,8 +8,7 @@ from helpers import data, devices
 from helpers.params import integer, one_of, validate
 
 
-def _has(path: str) -> Callable[[], str]:
-    """Probe: does ``tf.<path>`` / ``keras.<path>`` still exist here?"""
+def _has(path: str) -> Callable[[], str]:  # probe: does ``tf.<path>``/``keras.<path>`` exist?
     def probe() -> str:
         import keras
         import tensorflow as tf
@@ -34,8 +33,7 @@ def _gpu_device_name() -> str:
     return f"returns {name!r}" + (" (no GPU: an empty string, easy to miss)" if not name else "")
 
 
-def _checkpoint_weights_path() -> str:
-    """Probe: does ``ModelCheckpoint`` still take a TF-format weights path (``cp.ckpt``)?"""
+def _checkpoint_weights_path() -> str:  # probe: ModelCheckpoint with a TF weights path?
     import keras
 
     try:  # the constructor checks the name; nothing is written
@@ -45,8 +43,7 @@ def _checkpoint_weights_path() -> str:
     return "still accepted"
 
 
-def _fit_workers() -> str:
-    """Probe: does ``Model.fit`` still take ``workers`` and ``use_multiprocessing``?"""
+def _fit_workers() -> str:  # probe: does fit take workers and use_multiprocessing?
     import keras
 
     model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])

@@ -22,10 +22,9 @@ def plan_session(saved_step: int, steps_per_epoch: int, epochs: int, seconds_per
               if saved_step < total // 2 else None)
     if done >= epochs:
         return SimpleNamespace(epochs=epochs, die_at=None, line="the run is complete.")
-    left = (epochs - done) * seconds_per_epoch
     line = (f"an epoch's steps take about {duration(seconds_per_epoch)} here (timed without "
             f"tracing, scoring or saving), so the {epochs - done} epoch(s) left about "
-            f"{duration(left)}; ")
+            f"{duration((epochs - done) * seconds_per_epoch)}; ")
     if budget_s < seconds_per_epoch:
         line += (f"the budget ({duration(budget_s)}) is shorter than one epoch, so this session "
                  f"trains to epoch {share} of {epochs} (one epoch at least)")

@@ -1,7 +1,5 @@
 """Plumbing of notebook 03 (tf.data): a harness of simulated latencies (after TF's guide), files."""
 
-from __future__ import annotations
-
 import dataclasses
 import math
 import statistics
@@ -38,14 +36,13 @@ class Latencies:  # simulated costs in seconds; scaled() shrinks them all (for t
     records_per_file: int = 6
     batch_size: int = 2
 
-    def scaled(self, scale: float) -> Latencies:
+    def scaled(self, scale: float) -> "Latencies":
         costs = ("open_s", "read_s", "map_s", "train_s")
         return dataclasses.replace(self, **{cost: getattr(self, cost) * scale for cost in costs})
 
 
 def simulation(lat: Latencies, pipeline, **flags):
-    """``pipeline(files, read_file, decode, batch_size, **flags)`` on simulated files, tf.data's own
-    rewrites off: ``epoch()`` runs an epoch, returns its seconds; ``log``: events and epoch ends."""
+    """``(epoch, log)``: ``epoch()`` runs ``pipeline`` over simulated files, returns seconds."""
     import tensorflow as tf
 
     log = SimpleNamespace(events=[], epoch_ends=[0.0], origin=0.0)
@@ -89,12 +86,6 @@ def simulation(lat: Latencies, pipeline, **flags):
         return time.perf_counter() - start
 
     return epoch, log
-
-
-def run(lat: Latencies, pipeline, epochs: int = 3, **flags) -> tuple[list[float], SimpleNamespace]:
-    """Each epoch's seconds and the ``log`` of ``epochs`` epochs in a row (see ``simulation``)."""
-    epoch, log = simulation(lat, pipeline, **flags)
-    return [epoch() for _ in range(epochs)], log
 
 
 def alternate(calls: dict, repeats: int) -> dict[str, list[float]]:

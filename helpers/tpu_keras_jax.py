@@ -1,7 +1,4 @@
-"""Plumbing of notebook 09 (TPUs with Keras 3 on JAX): the engine check, parameter checks, the
-device line, the tables and the sentences read from them. No TensorFlow is imported."""
-
-from __future__ import annotations
+"""Plumbing of notebook 09 (TPUs with Keras 3 on JAX): checks, tables, sentences; no TensorFlow."""
 
 import os
 import sys
@@ -41,16 +38,11 @@ def comparison_rows(models: dict, reference: str) -> list[list[str]]:
             for name, d in largest_difference(results, reference).items()]
 
 
-def _quartiles(values) -> np.ndarray:
-    return np.percentile(values, [25, 50, 75])
-
-
 def lever_table(rates: dict, base: str) -> Table:
-    """Median images/s and IQR per configuration, against ``base`` (where the spreads overlap,
-    "within the spread": no difference measurable here)."""
-    b, rows = _quartiles(rates[base]), []
+    """Median images/s and IQR per configuration, against ``base`` (overlapping IQRs: no gain)."""
+    b, rows = np.percentile(rates[base], [25, 50, 75]), []
     for name, values in rates.items():
-        q1, median, q3 = _quartiles(values)
+        q1, median, q3 = np.percentile(values, [25, 50, 75])
         versus = "within the spread" if q1 <= b[2] and b[0] <= q3 else f"{median / b[1]:.2f}x"
         rows.append([name, f"{median:.0f} ({q1:.0f}-{q3:.0f})", "" if name == base else versus])
     return Table(rows, ["fit", "images/s: median (IQR)", f"vs {base}"])
@@ -58,8 +50,8 @@ def lever_table(rates: dict, base: str) -> Table:
 
 def devices_sentence(rates: dict, count: int, backend: str) -> str:
     """What "all devices" against one device means here, from the table's numbers."""
-    one, every = _quartiles(rates["one device, as configured"]), _quartiles(
-        rates["all devices, as configured"])
+    one = np.percentile(rates["one device, as configured"], [25, 50, 75])
+    every = np.percentile(rates["all devices, as configured"], [25, 50, 75])
     ratio, overlap = every[1] / one[1], every[0] <= one[2] and one[0] <= every[2]
     said = "within the spread of" if overlap else f"{ratio:.2f}x"
     if backend != "cpu":

@@ -17,7 +17,8 @@ def pipeline(tf):
 
 
 def test_naive_pays_every_latency_in_sequence(pipeline):
-    seconds, log = tfdata_pipelines.run(FAST, pipeline, epochs=2)
+    epoch, log = tfdata_pipelines.simulation(FAST, pipeline)
+    seconds = [epoch() for _ in range(2)]
     kinds = [kind for kind, _, _ in log.events]
     lat = FAST
     assert kinds.count("open") == 2 * lat.files
@@ -73,7 +74,9 @@ def test_overlap_is_visible_in_the_event_log(pipeline):
     # never overlap (test_naive_pays_every_latency_in_sequence)
     slow_opens = dataclasses.replace(FAST, open_s=0.05)
     for _ in range(3):
-        _, log = tfdata_pipelines.run(slow_opens, pipeline, epochs=2, interleave=True)
+        epoch, log = tfdata_pipelines.simulation(slow_opens, pipeline, interleave=True)
+        for _ in range(2):
+            epoch()
         opens = sorted((s, e) for k, s, e in log.events if k == "open")
         if any(b[0] < a[1] for a, b in zip(opens, opens[1:], strict=False)):  # parallel opens
             return

@@ -1,11 +1,4 @@
-"""Run the course's benchmarks; write build/bench/results.json and results.md.
-
-    python -m tools.bench [--out DIR] [--only NAME ...] [--light]
-
-Each record: ``name``, ``device``, ``metric``, ``value``, ``unit`` (and any ``baseline``).
-"""
-
-from __future__ import annotations
+"""Run the course's benchmarks; write build/bench/results.json and results.md."""
 
 import argparse
 import json
@@ -18,17 +11,10 @@ import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
-from helpers import (
-    data,
-    data_parallel,
-    dcgan,
-    devices,
-    gpu_vs_cpu_benchmark,
-    models,
-    scale_out_profile,
-    tfdata_pipelines,
-)
+from helpers import data, data_parallel, dcgan, devices, models, scale_out_profile
+from helpers.gpu_vs_cpu_benchmark import DTYPES, matmul_sweep, tf_vs_numpy
 from helpers.logs import import_tensorflow, native_noise_filtered
+from helpers.tfdata_pipelines import Latencies, compare
 from helpers.timing import measure
 from tools.course import BUILD, NOTEBOOKS, ROOT, worker_script
 from tools.gpu_check import table
@@ -70,9 +56,8 @@ def bench_matmul(cpu_sizes=(256, 512, 1024, 2048),
     sweep = []  # on the CPU, with NumPy's BLAS in the same rounds
     for kind, name in kinds.items():
         sizes = cpu_sizes if kind == "cpu" else accelerator_sizes
-        sweep += gpu_vs_cpu_benchmark.matmul_sweep(sizes, gpu_vs_cpu_benchmark.DTYPES, kind,
-                                                   name, repeats)
-    cmp = gpu_vs_cpu_benchmark.tf_vs_numpy(sweep, kinds["cpu"])
+        sweep += matmul_sweep(sizes, DTYPES, kind, name, repeats)
+    cmp = tf_vs_numpy(sweep, kinds["cpu"])
     records = [record("matmul_fp32_vs_numpy", kinds["cpu"],
                       f"TF float32 matmul GFLOP/s at {cmp['size']}x{cmp['size']}",
                       cmp["tf_gflops"], "GFLOP/s", "NumPy BLAS float32, same run",
@@ -94,8 +79,8 @@ def bench_tfdata(latency_scale: float = 1.0, epochs: int = 5, images: int = 4096
     from helpers.lessons import nb03 as lesson  # notebook 03's pipelines
 
     kinds, kind = _devices()
-    latencies = tfdata_pipelines.Latencies().scaled(latency_scale)
-    results = {r["variant"]: r["epoch_s"] for r in tfdata_pipelines.compare(
+    latencies = Latencies().scaled(latency_scale)
+    results = {r["variant"]: r["epoch_s"] for r in compare(
         latencies, lesson.latency_pipeline, epochs=epochs)}
     records = [record("tfdata_optimized_vs_naive", "CPU (simulated latencies)",
                       "naive pipeline, steady-state epoch s", results["naive"], "s",

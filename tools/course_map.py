@@ -1,12 +1,4 @@
-"""The README's course map: each notebook's prerequisites, runtime and measured times.
-
-    python -m tools.course_map measure --profile quick [--budget-s 900] [NAME ...]
-    python -m tools.course_map readme [--check]
-
-``measure`` records times in docs/measured_times.json; ``readme`` writes the map from them.
-"""
-
-from __future__ import annotations
+"""The README's course map: each notebook's prerequisites, runtime and measured times."""
 
 import argparse
 import json

@@ -5,8 +5,6 @@
     python -m tools.exercises --notes        # docs/instructor_notes.md's table and list (--corpus)
 """
 
-from __future__ import annotations
-
 import argparse
 import ast
 import builtins

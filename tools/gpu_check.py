@@ -1,11 +1,7 @@
 """The prepared GPU check (`make gpu-check`): the course on an NVIDIA GPU, in one report.
 
-    python3 -m tools.gpu_check [--out DIR] [--full] [--jobs N] [--budget-s S] [--dry-run]
-
 The launcher imports the standard library only; each stage runs in the environment it builds.
 """
-
-from __future__ import annotations
 
 import argparse
 import contextlib

@@ -1,11 +1,4 @@
-"""Copy the notebooks' ``#@save`` cells into helpers/lessons: one source for reused code.
-
-    python -m tools.lessons [--check]
-
-Each cell goes into ``helpers/lessons/nbNN.py``; a ``#@save NAME`` cell into ``NAME.py``.
-"""
-
-from __future__ import annotations
+"""Copy the notebooks' ``#@save`` cells into helpers/lessons: one source for reused code."""
 
 import argparse
 import ast

@@ -1,11 +1,7 @@
 """Store notebooks clean: no outputs, normalised metadata, badge and install URLs from settings.
 
-    python -m tools.nbclean [--check] [NOTEBOOK ...]
-
 It also writes the install cell and folds the validation cell away; ``--check`` only reports.
 """
-
-from __future__ import annotations
 
 import argparse
 import copy

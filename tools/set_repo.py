@@ -4,8 +4,6 @@ Rewrites ``[tool.course]`` in pyproject.toml and README.md's links (``make set-r
 cleans the notebooks). ``REF`` (default: ``v<version>``) is a release tag or a commit.
 """
 
-from __future__ import annotations
-
 import re
 import sys
 

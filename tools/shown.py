@@ -1,11 +1,7 @@
 """Prove that each notebook shows the code its lesson is about, in its own code cells.
 
-    python -m tools.shown [NAME ...]
-
 notebooks/shown.toml lists per notebook what its ``code`` (not comments) and ``text`` show.
 """
-
-from __future__ import annotations
 
 import argparse
 import io

@@ -1,11 +1,7 @@
 """Build the course site: the executed notebooks as a static Sphinx site, README.md its home.
 
-    python -m tools.site [--executed build/executed] [--out build/site]
-
 It executes nothing; pages are staged in ``<out>-src``, links to other files go to GitHub.
 """
-
-from __future__ import annotations
 
 import argparse
 import os

@@ -1,7 +1,4 @@
-"""Exercises that check themselves: a cell the learner completes (``# Exercise NN.k: title``,
-placeholders ``...``), then one that calls ``exercises.check("NN.k", <what it defined>)``."""
-
-from __future__ import annotations
+"""Exercises that check themselves: a ``# Exercise NN.k`` cell, then ``exercises.check("NN.k")``."""
 
 import dis
 import html
@@ -24,7 +21,6 @@ EXERCISE_MIME = "application/vnd.fast-tf-course.exercise+json"
 UNTOUCHED = ("The cell above still holds its placeholder (`...`): replace it with your answer, "
              "run it, then run this cell.")
 NO_RETURN = "Your code returned None where the task asks for a value: is a `return` missing?"
-#: The instructions of a function whose body is only ``...``, ``pass`` or a docstring
 _NOTHING = {"RESUME", "NOP", "CACHE", "LOAD_CONST", "RETURN_VALUE", "RETURN_CONST"}
 
 
@@ -59,8 +55,7 @@ def require(*values: object) -> None:
 
 
 def untouched(value: object) -> bool:
-    """Whether ``value`` is ``...`` or a function whose body is still only ``...``, ``pass`` or
-    a docstring (one with code of its own that returns None is an attempt)."""
+    """Whether ``value`` is ``...`` or a function whose body is only ``...``, pass, a docstring."""
     code = getattr(value, "__code__", None)
     return value is Ellipsis or code is not None and all(
         i.opname in _NOTHING and (i.opname not in ("LOAD_CONST", "RETURN_CONST")
@@ -69,8 +64,7 @@ def untouched(value: object) -> bool:
 
 
 def fingerprint(value: object) -> object:
-    """What tells answers apart across runs of a cell: a function's bytecode, names, constants
-    and defaults (not its comments), a plain value, a container's items; of the rest the type."""
+    """What tells answers apart across runs of a cell (a function's code, not its comments)."""
     value = getattr(value, "__func__", getattr(value, "__wrapped__", value))  # tf.function, jit
     if isinstance(value, types.FunctionType):
         value = (value.__code__, value.__defaults__, value.__kwdefaults__)
@@ -94,7 +88,13 @@ def wait_until(moment: float) -> None:
 
 
 class Pending:
-    """A stand-in for a result on a device: its value reaches Python only through ``_read()``."""
+    """A result queued on a :class:`Device`: reading its value waits for the device."""
+
+    def __init__(self, device: "Device", value: float):
+        self.device, self.value = device, value
+
+    def _read(self) -> float:
+        return self.device.sync() or self.value  # sync() returns None
 
     def numpy(self):
         return np.float32(self._read())
@@ -116,9 +116,7 @@ class Pending:
 
 
 class Device:
-    """A stand-in accelerator with a queue: the n-th :meth:`call` queues ``costs[n]`` (else
-    ``work_s``) s of work, the first after ``trace_s`` s of tracing, and returns at once a result
-    worth ``1 / n``. Reading one, or :meth:`sync`, waits for all; ``waits``: calls at each."""
+    """A stand-in accelerator: :meth:`call` queues work and returns at once; a read waits for it."""
 
     def __init__(self, work_s=0.0, trace_s=0.0, costs: dict[int, float] | None = None):
         self.work_s, self.trace_s, self.costs = work_s, trace_s, costs or {}
@@ -130,21 +128,13 @@ class Device:
             wait_until(time.perf_counter() + self.trace_s)
         cost = self.costs.get(self.calls, self.work_s)
         self.free_at = max(time.perf_counter(), self.free_at) + cost
-        return _Queued(self, 1 / self.calls)
+        return Pending(self, 1 / self.calls)
 
     def sync(self) -> None:
         if self.done < self.calls:
             self.waits.append(self.calls)
             self.done = self.calls
         wait_until(self.free_at)
-
-
-class _Queued(Pending):
-    def __init__(self, device: Device, value: float):
-        self.device, self.value = device, value
-
-    def _read(self) -> float:
-        return self.device.sync() or self.value  # sync() returns None
 
 
 @dataclass(frozen=True)
@@ -185,9 +175,7 @@ def load_checks() -> dict[str, Exercise]:
 
 
 def check(exercise_id: str, *answer, **named) -> Verdict:
-    """Check exercise ``exercise_id``, show and return the verdict; a wrong answer never raises.
-    A wrong answer other than the last one checked gets where to look, then the hint; the same
-    answer again gets what it got, an untouched one neither: Run all twice shows the same."""
+    """Check exercise ``exercise_id``, show and return the verdict; a wrong answer never raises."""
     if (ex := load_checks().get(exercise_id)) is None:
         raise KeyError(f"no exercise {exercise_id!r}; the course has {sorted(REGISTRY)}")
     try:

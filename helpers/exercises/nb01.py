@@ -1,7 +1,5 @@
 """Checks for notebook 01's exercises (runtime check)."""
 
-from __future__ import annotations
-
 import os
 
 from helpers.exercises import exercise, is_number, require

@@ -1,7 +1,4 @@
-"""Checks for notebook 02's exercises (GPU vs CPU benchmark). The timing check never compares
-real timings: it times a stand-in device whose costs are sleeps chosen here, with wide margins."""
-
-from __future__ import annotations
+"""Checks for notebook 02's exercises (GPU vs CPU benchmark), timing on a stand-in device."""
 
 import contextlib
 import numbers
@@ -13,16 +10,14 @@ from helpers.exercises import Device, exercise, is_number, require
 
 
 def _seconds(timer, device: Device, repeats: int) -> float | str:
-    """What ``timer`` measures on ``device``, or what is wrong (a str); meanwhile ``sync_devices``
-    waits for ``device``: by its name, the cell's, a default argument, or imported from home."""
+    """What ``timer`` measures on ``device`` (``sync_devices`` waits for it), or what is wrong."""
     import tensorflow as tf
 
-    original = getattr(tf.test.experimental, "sync_devices", None)
+    original = tf.test.experimental.sync_devices
     space, defaults = getattr(timer, "__globals__", {}), getattr(timer, "__defaults__", None)
-    bound = [name for name, value in space.items() if original is not None and value is original]
-    home = mock.patch(f"{original.__module__}.sync_devices", device.sync) if original else None
-    with mock.patch.object(tf.test.experimental, "sync_devices", device.sync, create=True), \
-            home or contextlib.nullcontext():
+    bound = [name for name, value in space.items() if value is original]
+    with mock.patch.object(tf.test.experimental, "sync_devices", device.sync), \
+            mock.patch(f"{original.__module__}.sync_devices", device.sync):
         space.update(dict.fromkeys(bound, device.sync))
         if defaults:
             timer.__defaults__ = tuple(device.sync if d is original else d for d in defaults)

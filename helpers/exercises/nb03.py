@@ -1,7 +1,5 @@
 """Checks for notebook 03's exercises (tf.data pipelines): a dataset's steps and one epoch."""
 
-from __future__ import annotations
-
 import re
 import tempfile
 from pathlib import Path

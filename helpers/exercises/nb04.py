@@ -1,7 +1,5 @@
 """Checks for notebook 04's exercises (DCGAN)."""
 
-from __future__ import annotations
-
 import math
 
 import numpy as np

@@ -1,7 +1,5 @@
 """Checks for notebook 06's exercises (data parallelism), on the notebook's strategy."""
 
-from __future__ import annotations
-
 import numpy as np
 
 from helpers.exercises import exercise, require

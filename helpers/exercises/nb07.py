@@ -1,7 +1,5 @@
 """Checks for notebook 07's exercises (out of memory)."""
 
-from __future__ import annotations
-
 import math
 
 import numpy as np
@@ -9,8 +7,7 @@ import numpy as np
 from helpers.exercises import exercise, is_number, require
 
 
-def _budget(largest: int, calls: list):
-    """A stand-in for "does a step at this batch size fit": up to ``largest``; it records tries."""
+def _budget(largest: int, calls: list):  # "does this batch fit": up to largest; records tries
     return lambda batch: calls.append(batch) or (is_number(batch) and batch <= largest)
 
 

@@ -1,7 +1,5 @@
 """Checks for notebook 08's exercises (scale out and profile)."""
 
-from __future__ import annotations
-
 import copy
 import os
 import tempfile
@@ -14,8 +12,7 @@ CLUSTERS = {"three workers": {"worker": ["a:1", "b:1", "c:1"]},
             "no TF_CONFIG at all": {}}
 
 
-def _tasks(cluster: dict):
-    """(TF_CONFIG, name, is the chief) of each task of ``cluster`` ({}: one program, its own)."""
+def _tasks(cluster: dict):  # (TF_CONFIG, name, is the chief) per task ({}: one program, its own)
     if not cluster:
         yield {}, "the single program", True
     for kind, hosts in cluster.items():
@@ -102,7 +99,6 @@ def profile_gan(fn, advice) -> str | None:
 
 
 def _stop_profiler() -> bool:
-    """Stop the profiler if one runs; whether one did."""
     import tensorflow as tf
 
     try:

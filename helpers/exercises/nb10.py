@@ -1,7 +1,4 @@
-"""Checks for notebook 10's exercises (PyTorch/XLA), run where the notebook runs (in SPMD mode);
-torch and torch_xla are imported in each check, as every notebook loads all the checks."""
-
-from __future__ import annotations
+"""Checks for notebook 10's exercises (PyTorch/XLA), run where the notebook runs (in SPMD mode)."""
 
 import copy
 import itertools
