@@ -1,8 +1,8 @@
 # Fast TensorFlow Training: `make run` executes the course, `make test` proves it works.
 # Both create the virtual environment first if it is missing (needs python3.11 and pip).
 # `make test` also runs the unit tests and notebooks on Colab's stack, in .venv-compat (needs
-# python3.13), and the TPU notebooks on the TPU stack (needs python3.12); see README,
-# "Supported versions".
+# python3.13), and the TPU notebooks on Colab's and Kaggle's TPU stacks (need python3.13 and
+# python3.12); see README, "Supported versions".
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 # Every environment is installed by uv (a release, from PyPI, into .venv first): it links each
@@ -44,17 +44,28 @@ COMPAT_BIN := $(COMPAT_VENV)/bin
 COMPAT_STAMP := $(COMPAT_VENV)/.installed
 COMPAT_BUILD := build/test-compat
 COMPAT_PYTEST := $(COMPAT_BIN)/python -m pytest -q -p no:cacheprovider
-# The TPU stack (requirements-tpu.txt): Colab's TPU image, JAX, Keras and torch_xla without
-# TensorFlow, for notebooks 09 and 10, on Python 3.12 (found as COMPAT_PYTHON is; or pass
-# TPU_PYTHON=/path/to/python3.12). It registers its kernel in .venv as "course-tpu", through
-# which `make run` executes those two notebooks.
-TPU_PYTHON ?= $(call find_python,3.12)
+# The two TPU stacks, for notebooks 09 and 10 (JAX with Keras, and torch_xla), each on its
+# image's Python, which its requirements file's "# python:" line names (found as COMPAT_PYTHON
+# is; or pass TPU_PYTHON= or KAGGLE_PYTHON=/path/to/python3.X): Colab's TPU image
+# (requirements-tpu.txt, .venv-tpu), without TensorFlow, and Kaggle's
+# (requirements-tpu-kaggle.txt, .venv-tpu-kaggle), with tensorflow-cpu installed beside them.
+# Colab's registers its kernel in .venv as "course-tpu", through which `make run` executes
+# those two notebooks.
+TPU_VERSION := $(shell sed -n 's/^\# python: //p' requirements-tpu.txt)
+TPU_PYTHON ?= $(call find_python,$(TPU_VERSION))
 TPU_VENV := .venv-tpu
 TPU_BIN := $(TPU_VENV)/bin
 TPU_STAMP := $(TPU_VENV)/.installed
 TPU_KERNEL_STAMP := $(VENV)/.tpu-kernel
 TPU_BUILD := build/test-tpu
 TPU_PYTEST := $(TPU_BIN)/python -m pytest -q -p no:cacheprovider
+KAGGLE_VERSION := $(shell sed -n 's/^\# python: //p' requirements-tpu-kaggle.txt)
+KAGGLE_PYTHON ?= $(call find_python,$(KAGGLE_VERSION))
+KAGGLE_VENV := .venv-tpu-kaggle
+KAGGLE_BIN := $(KAGGLE_VENV)/bin
+KAGGLE_STAMP := $(KAGGLE_VENV)/.installed
+KAGGLE_BUILD := build/test-tpu-kaggle
+KAGGLE_PYTEST := $(KAGGLE_BIN)/python -m pytest -q -p no:cacheprovider
 # What notebook 09's first cell sets (Keras on JAX, 8 host devices) and notebook 10's
 # (PyTorch/XLA on 8 CPU devices), for the unit tests of their plumbing and checks
 JAX_ENV := KERAS_BACKEND=jax JAX_PLATFORMS=cpu XLA_FLAGS=--xla_force_host_platform_device_count=8
@@ -71,8 +82,9 @@ STAGE = @start=$$(date +%s); $(MAKE) --no-print-directory $(1) || exit 1; \
 TIMES := build/test-times.txt
 
 .PHONY: help venv venv-compat venv-tpu environments run bench test lint check-notebooks unit \
-        compat-unit compat-notebooks tpu-unit tpu-unit-without-tensorflow tpu-unit-keras-jax \
-        tpu-unit-pytorch-xla tpu-notebooks clean-notebooks lessons solutions \
+        compat-unit compat-notebooks tpu tpu-unit tpu-unit-without-tensorflow tpu-unit-keras-jax \
+        tpu-unit-pytorch-xla kaggle-unit-pytorch-xla tpu-notebooks kaggle-notebooks \
+        clean-notebooks lessons solutions \
         set-repo clean gpu-check site site-test bench-test
 
 help:
@@ -80,7 +92,8 @@ help:
 	@echo "make test                      lint, notebook checks, unit tests (pinned and compat"
 	@echo "                               stacks), each notebook run twice in one kernel on the"
 	@echo "                               compat stack (exercises untouched, then solved; nbval"
-	@echo "                               compares the runs), 09 and 10 on the TPU stack"
+	@echo "                               compares the runs), 09 and 10 on Colab's and Kaggle's"
+	@echo "                               TPU stacks"
 	@echo "make bench                     run the benchmarks into build/bench/results.{json,md}"
 	@echo "make bench-test                the benchmarks' own tests (CI runs them after make test)"
 	@echo "make gpu-check                 the course on an NVIDIA GPU (CUDA TF in .venv-gpu) into"
@@ -116,25 +129,31 @@ $(SITE_STAMP): $(STAMP) requirements-site.txt
 	$(UV) pip install -q --python $(BIN)/python -r requirements.txt -r requirements-site.txt
 	@touch $@
 
+# The recipe of a stack's environment: $(1), its folder, made on Python $(2) (the image's:
+# made again if it holds another) by the interpreter $(3) (passed as $(4)=...), from
+# requirements file $(5).
+STACK_VENV = @$(1)/bin/python -c 'import sys; sys.exit(sys.version_info[:2] != ($(subst .,$(comma),$(2))))' \
+	  2>/dev/null || { test ! -e $(1) || { echo "make: $(1) is not Python $(2) (the image's): \
+	  making it again"; rm -rf $(1); }; }; \
+	test -x $(1)/bin/python || test -n "$(3)" || { echo "make: $(1) needs Python $(2), found \
+	neither on PATH nor in pyenv: install it, or pass $(4)=/path/to/python$(2)"; exit 1; }; \
+	test -x $(1)/bin/python || $(3) -m venv $(1)
+
 $(COMPAT_STAMP): requirements-compat.txt pyproject.toml $(UV)
-	@$(COMPAT_BIN)/python -c 'import sys; sys.exit(sys.version_info[:2] != ($(subst .,$(comma),$(COMPAT_VERSION))))' \
-	  2>/dev/null || { test ! -e $(COMPAT_VENV) || { echo "make: $(COMPAT_VENV) is not Python \
-	  $(COMPAT_VERSION) (Colab's): making it again"; rm -rf $(COMPAT_VENV); }; }
-	@test -x $(COMPAT_BIN)/python || test -n "$(COMPAT_PYTHON)" || { echo "make: the compat \
-	stack (.venv-compat) needs Python $(COMPAT_VERSION), found neither on PATH nor in pyenv: \
-	install it, or pass COMPAT_PYTHON=/path/to/python$(COMPAT_VERSION)"; exit 1; }
-	@test -x $(COMPAT_BIN)/python || $(COMPAT_PYTHON) -m venv $(COMPAT_VENV)
+	$(call STACK_VENV,$(COMPAT_VENV),$(COMPAT_VERSION),$(COMPAT_PYTHON),COMPAT_PYTHON)
 	$(call INSTALL,$(COMPAT_BIN)/python,requirements-compat.txt)
 	@touch $@
 
 venv-compat: $(COMPAT_STAMP)
 
 $(TPU_STAMP): requirements-tpu.txt pyproject.toml $(UV)
-	@test -x $(TPU_BIN)/python || test -n "$(TPU_PYTHON)" || { echo "make: the TPU stack \
-	(.venv-tpu) needs Python 3.12, found neither on PATH nor in pyenv: install it, or pass \
-	TPU_PYTHON=/path/to/python3.12"; exit 1; }
-	@test -x $(TPU_BIN)/python || $(TPU_PYTHON) -m venv $(TPU_VENV)
+	$(call STACK_VENV,$(TPU_VENV),$(TPU_VERSION),$(TPU_PYTHON),TPU_PYTHON)
 	$(call INSTALL,$(TPU_BIN)/python,requirements-tpu.txt)
+	@touch $@
+
+$(KAGGLE_STAMP): requirements-tpu-kaggle.txt pyproject.toml $(UV)
+	$(call STACK_VENV,$(KAGGLE_VENV),$(KAGGLE_VERSION),$(KAGGLE_PYTHON),KAGGLE_PYTHON)
+	$(call INSTALL,$(KAGGLE_BIN)/python,requirements-tpu-kaggle.txt)
 	@touch $@
 
 # The TPU stack's kernel, registered in .venv (where `make run` starts kernels).
@@ -175,15 +194,14 @@ test:
 	$(call STAGE,unit)
 	$(call STAGE,compat-unit)
 	$(call STAGE,compat-notebooks)
-	$(call STAGE,tpu-unit)
-	$(call STAGE,tpu-notebooks)
+	$(call STAGE,tpu)
 	@awk -v total=$$(( $$(date +%s) - $$(cat $(TIMES).start) )) \
 	  'BEGIN { print "\nmake test, stage by stage:"; printf "  %-18s %8s %8s\n", "stage", "wall s", "CPU s" } \
 	   { printf "  %-18s %8d %8d\n", $$1, $$2, $$3 } \
 	   END { printf "  %-18s %8d\n", "total", total }' $(TIMES)
 
-# The three environments `make test` needs (created or brought up to date by uv).
-environments: $(STAMP) $(COMPAT_STAMP) $(TPU_KERNEL_STAMP)
+# The four environments `make test` needs (created or brought up to date by uv).
+environments: $(STAMP) $(COMPAT_STAMP) $(TPU_KERNEL_STAMP) $(KAGGLE_STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check helpers tests tools notebooks solutions
@@ -236,15 +254,21 @@ compat-notebooks: $(COMPAT_STAMP)
 	rm -rf $(COMPAT_BUILD)
 	$(TEST_ENV) $(COMPAT_ENV) $(COMPAT_PYTEST) $(NOTEBOOK_SPLIT) -m notebooks
 
-# The TPU stack, where TensorFlow is not installed: the plumbing and exercise checks of
-# notebooks 09 and 10 (one engine per process, as in the notebooks), what runs without
-# TensorFlow, then both notebooks twice in one kernel (exercises untouched, then solved) and
-# their invalid parameter values.
-# Its three parts need three environments (one engine per process), so they run as three
-# processes, two at a time; each part's output is printed when it ends.
-tpu-unit: $(TPU_STAMP)
-	@$(MAKE) --no-print-directory -j2 -Otarget tpu-unit-without-tensorflow tpu-unit-keras-jax \
-	  tpu-unit-pytorch-xla
+# The TPU stacks: the plumbing and exercise checks of notebooks 09 and 10 (one engine per
+# process, as in the notebooks), on Colab's stack, with what runs without TensorFlow (which is
+# not installed there), and torch_xla's on Kaggle's too (its 2.8 differs); then, on each stack,
+# both notebooks twice in one kernel (exercises untouched, then solved) and their invalid
+# parameter values. `make tpu` runs all of it as one stage of `make test`: two jobs at a time,
+# the two stacks' notebook runs first (minutes each, one notebook after the other), the unit
+# tests' four parts (seconds to a minute each) as the slots free; each job's output is printed
+# when it ends. One pool keeps both cores busy to its end, which stages in turn do not.
+TPU_JOBS := tpu-notebooks kaggle-notebooks tpu-unit-without-tensorflow tpu-unit-keras-jax \
+  tpu-unit-pytorch-xla kaggle-unit-pytorch-xla
+tpu: $(TPU_STAMP) $(KAGGLE_STAMP)
+	@$(MAKE) --no-print-directory -j2 -Otarget $(TPU_JOBS) TPU_SPLIT=-n0
+
+tpu-unit: $(TPU_STAMP) $(KAGGLE_STAMP)
+	@$(MAKE) --no-print-directory -j2 -Otarget $(filter %-xla %-jax %-tensorflow,$(TPU_JOBS))
 
 tpu-unit-without-tensorflow:
 	$(TEST_ENV) $(TPU_PYTEST) tests/test_without_tensorflow.py tests/test_setup.py -k "without_tensorflow"
@@ -255,14 +279,29 @@ tpu-unit-keras-jax:
 tpu-unit-pytorch-xla:
 	$(TEST_ENV) COURSE_CORPUS=$@ $(XLA_ENV) $(TPU_PYTEST) -m tpu tests/test_tpu_pytorch_xla.py
 
-# JAX's persistent compilation cache (a folder of this stage's, emptied first): the second
+kaggle-unit-pytorch-xla:
+	$(TEST_ENV) $(XLA_ENV) $(KAGGLE_PYTEST) -m tpu tests/test_tpu_pytorch_xla.py
+
+# JAX's persistent compilation cache (a folder of the stage's, emptied first): the second
 # "Run all" of notebook 09 reuses what the first compiled, as the same programs on new objects.
-TPU_JAX_CACHE := JAX_COMPILATION_CACHE_DIR=$(abspath $(TPU_BUILD))/jax-cache \
+JAX_CACHE = JAX_COMPILATION_CACHE_DIR=$(abspath $(1))/jax-cache \
   JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0 JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES=0
+# Alone, each runs its two notebooks side by side; in `make tpu`, one after the other (-n0).
+TPU_SPLIT ?= $(NOTEBOOK_SPLIT)
 tpu-notebooks: $(TPU_STAMP)
 	rm -rf $(TPU_BUILD)
-	$(TEST_ENV) $(TPU_JAX_CACHE) COURSE_STACK=tpu COURSE_TEST_BUILD=$(TPU_BUILD) $(TPU_PYTEST) \
-	  $(NOTEBOOK_SPLIT) -m notebooks tests/test_notebooks.py
+	$(TEST_ENV) $(call JAX_CACHE,$(TPU_BUILD)) COURSE_STACK=tpu COURSE_TEST_BUILD=$(TPU_BUILD) \
+	  $(TPU_PYTEST) $(TPU_SPLIT) -m notebooks tests/test_notebooks.py
+
+# Kaggle's image installs with pip, which compiles each module as it installs it; uv does not, so
+# torch_xla 2.8's first import would print a SyntaxWarning (gru.py) into notebook 10's output.
+KAGGLE_XLA = $$($(KAGGLE_BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/torch_xla
+kaggle-notebooks: $(KAGGLE_STAMP)
+	rm -rf $(KAGGLE_BUILD)
+	@$(KAGGLE_BIN)/python -W ignore -m compileall -q -j0 $(KAGGLE_XLA)
+	$(TEST_ENV) $(call JAX_CACHE,$(KAGGLE_BUILD)) COURSE_STACK=tpu-kaggle \
+	  COURSE_TEST_BUILD=$(KAGGLE_BUILD) $(KAGGLE_PYTEST) $(TPU_SPLIT) -m notebooks \
+	  tests/test_notebooks.py
 
 # The notebooks with their exercises solved (solutions/NN_name.py), into build/solutions.
 solutions: $(STAMP)

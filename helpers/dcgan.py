@@ -1,7 +1,5 @@
 """Plumbing of notebook 04 (DCGAN), reused by 05, 06, 09: history, plots, scorer, faster layers."""
 
-from __future__ import annotations
-
 import functools
 import json
 import os
@@ -24,7 +22,14 @@ USED: dict[str, set[str]] = {"batch norm": set(), "dropout": set()}  # paths tak
 
 
 def choose_precision(kind: str, requested: str = "auto") -> str:
-    """The dtype policy: the device's mixed policy where one helps, unless one is forced."""
+    """The dtype policy: the device's mixed policy where one helps, unless one is forced; on a CPU
+    where oneDNN is on, Grappler's remapper off (it fails on the discriminator's gradient there)."""
+    if kind == "cpu":  # TF 2.20-2.21 fuses a bias and LeakyReLU whose sum the gradient reads
+        import tensorflow as tf
+        from tensorflow.python.util import _pywrap_util_port  # TensorFlow's own "oneDNN on?"
+
+        if _pywrap_util_port.IsMklEnabled():
+            tf.config.optimizer.set_experimental_options({"remapping": False})
     return requested if requested != "auto" else (mixed_policy_for(kind) or "float32")
 
 
@@ -119,8 +124,7 @@ def duration(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
 
-def _canvas(generated, columns: int = 4) -> np.ndarray:
-    """Generator output (N, H, W, C) in [-1, 1] as one grid of uint8 pixels (H x W if gray)."""
+def _canvas(generated, columns: int = 4) -> np.ndarray:  # (N, H, W, C) in [-1, 1]: a uint8 grid
     images = np.uint8(np.clip((np.asarray(generated, dtype="float32") + 1) * 127.5, 0, 255))
     n, h, w, c = images.shape
     canvas = np.zeros((-(-n // columns) * h, columns * w, c), dtype=np.uint8)
@@ -255,7 +259,6 @@ def frechet_distance(a: np.ndarray, b: np.ndarray, eps: float = 1e-6) -> float:
                          f"{len(a)} and {len(b)}")
     cov_a, cov_b = (np.atleast_2d(np.cov(rows, rowvar=False)) for rows in (a, b))
     with warnings.catch_warnings():  # a singular product is expected here, and handled below
-        warnings.simplefilter("ignore", linalg.LinAlgWarning)
         warnings.simplefilter("ignore", RuntimeWarning)
         root = linalg.sqrtm(cov_a @ cov_b)
         if not np.isfinite(root).all():
@@ -344,7 +347,6 @@ def _define() -> dict:
 
             rank = len(inputs.shape)
             reasons = {
-                "no FusedBatchNormV3 here": not hasattr(tf.raw_ops, "FusedBatchNormV3"),
                 "synchronized statistics": getattr(self, "synchronized", False),
                 "batch renormalization": getattr(self, "renorm", False),
                 "a mask": mask is not None,
@@ -388,12 +390,11 @@ def _define() -> dict:
     class HalfWordDropout(keras.layers.Dropout):
         """Keras's ``Dropout`` from 16 random bits per element: p = round(rate * 65536) / 65536."""
         def _keras_reason(self) -> str:  # why Keras's own dropout runs ("" when ours does)
-            threshold = round(self.rate * 65536)
             reasons = {
                 f"Keras runs on {keras.backend.backend()}": keras.backend.backend() != "tensorflow",
                 "this Keras's Dropout has no seed generator": not hasattr(self, "seed_generator"),
                 "a noise_shape": self.noise_shape is not None,
-                f"rate {self.rate}": not 0 < threshold < 65536,
+                f"rate {self.rate}": not 0 < round(self.rate * 65536) < 65536,
             }
             return next((reason for reason, applies in reasons.items() if applies), "")
 

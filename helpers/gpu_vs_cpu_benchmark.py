@@ -1,7 +1,5 @@
 """Notebook 02's plumbing: matmuls against each device's published peak and NumPy's, alternated."""
 
-from __future__ import annotations
-
 import re
 import time
 from collections import namedtuple
@@ -125,7 +123,8 @@ def plot(records: list[dict], title: str = "Matmul throughput by size"):
                         key=lambda r: r["size"])
         mid, (low, high) = (np.array([p["tflops"] * 1e3 for p in points]),
                             np.transpose([p["gflops_iqr"] for p in points]))
-        line = ax.errorbar([p["size"] for p in points], mid, yerr=[mid - low, high - mid],
+        line = ax.errorbar([p["size"] for p in points], mid,  # clipped: 1e-16 below from rounding
+                           yerr=np.clip([mid - low, high - mid], 0, None),
                            marker="o", capsize=3, label=" ".join(key)).lines[0]
         if peak := points[0]["peak_tflops"]:
             ax.axhline(peak * 1e3, linestyle="--", color=line.get_color(), linewidth=1,
@@ -253,5 +252,4 @@ def check_parameters(*, sizes, dtypes, repeats, loop_steps, train_images, epochs
         epochs=(epochs, integer(2, 100)),
         batch_size=(batch_size, integer(1, 65536)),
         batch_sizes=(batch_sizes, list_of(integer(1, 65536), "expected a list of integers >= 1")),
-        interactive=(interactive, boolean()),
-    )
+        interactive=(interactive, boolean()))

@@ -34,7 +34,7 @@ NATIVE_NOISE = re.compile(
     r"|To enable the following instructions:"
     # float16 on a CPU without AVX-512: a notice, logged as an error (02 measures its cost)
     r"|E\d{4} [\d:. ]+\d+ util\.cc:\d+\] oneDNN supports DT_HALF only"
-    # Grappler declining one rewrite of a graph (it runs the graph unrewritten)
+    # Grappler dropping one pass of its remapper (dcgan.choose_precision turns it off on such CPUs)
     r"|E\d{4} [\d:. ]+\d+ meta_optimizer\.cc:\d+\] remapper failed"
     r"|E\d{4} [\d:. ]+\d+ python_hooks\.cc:\d+\] Can't import tensorflow)")  # JAX's profiler
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import hashlib
 import importlib
 import json
 import multiprocessing
@@ -13,6 +14,7 @@ import os
 import queue
 import runpy
 import select
+import shutil
 import signal
 import socket
 import struct
@@ -23,8 +25,8 @@ import time
 import traceback
 from pathlib import Path
 
-#: what the fork server imports once, for every child
-PRELOAD = ["tensorflow", "keras", "helpers.out_of_memory", "helpers.scale_out_profile"]
+#: what the fork server imports once, for every child (TensorFlow quietly: helpers.preload)
+PRELOAD = ["helpers.preload", "helpers.out_of_memory", "helpers.scale_out_profile"]
 #: the process that launched a child, which ends itself when it is gone (:func:`follow_launcher`)
 LAUNCHER_ENV = "COURSE_LAUNCHER_PID"
 
@@ -110,6 +112,45 @@ def enter_own_network() -> str | None:
     return f"its network namespace still has {', '.join(others)}" if others else None
 
 
+#: A Host's LD_PRELOAD where it gets no namespace: bind() to a wildcard address made loopback
+#: (0.0.0.0 -> 127.0.0.1; [::] -> ::ffff:127.0.0.1, IPv4's loopback on a dual-stack socket)
+LOOPBACK_C = r"""#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <netinet/in.h>
+#include <string.h>
+int bind(int fd, const struct sockaddr *address, socklen_t size) {
+    int (*real)(int, const struct sockaddr *, socklen_t) = dlsym(RTLD_NEXT, "bind");
+    struct sockaddr_in6 copy = {0};  /* room for an IPv4 or an IPv6 address */
+    struct sockaddr_in *v4 = (struct sockaddr_in *)&copy;
+    if (!address || size > sizeof copy)  /* not IP (a Unix socket's path): as it is */
+        return real(fd, address, size);
+    memcpy(&copy, address, size);
+    if (copy.sin6_family == AF_INET && v4->sin_addr.s_addr == htonl(INADDR_ANY))
+        v4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (copy.sin6_family == AF_INET6 && IN6_IS_ADDR_UNSPECIFIED(&copy.sin6_addr))
+        memcpy(copy.sin6_addr.s6_addr + 10, "\xff\xff\x7f\0\0\1", 6);  /* ::ffff:127.0.0.1 */
+    return real(fd, (struct sockaddr *)&copy, size);
+}
+"""
+
+
+def loopback_shim() -> str:
+    """:data:`LOOPBACK_C` built by ``cc`` into the user's cache, once per source: its path."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache", "fast-tf-course")
+    built = cache / f"loopback-{hashlib.sha256(LOOPBACK_C.encode()).hexdigest()[:16]}.so"
+    if not built.exists():
+        if not (cc := shutil.which("cc")):
+            raise OSError("there is no C compiler (cc) to build the loopback shim")
+        cache.mkdir(parents=True, exist_ok=True)
+        partial = built.with_suffix(f".{os.getpid()}.partial")  # renamed once whole
+        made = subprocess.run([cc, "-shared", "-fPIC", "-x", "c", "-", "-o", partial, "-ldl"],
+                              input=LOOPBACK_C, capture_output=True, text=True)
+        if made.returncode:
+            raise OSError(f"cc failed to build the loopback shim ({' '.join(made.stderr.split())})")
+        os.replace(partial, built)
+    return str(built)
+
+
 class Child:  # a process a Host forked, read as a multiprocessing.Process
     def __init__(self, pid: int):
         self.pid, self.exitcode, self._ended = pid, None, threading.Event()
@@ -127,17 +168,20 @@ class Child:  # a process a Host forked, read as a multiprocessing.Process
 
 
 class Host:
-    """A fork server in a network of its own (else ``refused``: why); it ends with its maker."""
-    def __init__(self):
-        code = f"from helpers.processes import _serve; _serve({PRELOAD!r})"
+    """A fork server in a network of its own, or given a ``shim`` (:func:`loopback_shim`), in
+    this machine's with it preloaded; else ``refused``: why. It ends with its maker."""
+    def __init__(self, shim: str | None = None):
+        code = f"from helpers.processes import _serve; _serve({PRELOAD!r}, {shim!r})"
         root = str(Path(__file__).resolve().parent.parent)  # where this helpers is
         path = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
+        preload = " ".join(filter(None, [shim, os.environ.get("LD_PRELOAD")]))  # in every child
         self._process = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, text=True,
-                                         env={**os.environ, "PYTHONPATH": path})
+                                         env={**os.environ, "PYTHONPATH": path,
+                                              "LD_PRELOAD": preload})
         said = json.loads(self._process.stdout.readline() or '{"refused": "the host failed"}')
         self.refused: str | None = said["refused"]
-        self.isolated = self.refused is None
+        self.isolated = self.refused is None and shim is None  # in a network namespace
         self._children: dict[int, Child] = {}
         self._replies, self._asking = queue.Queue(), threading.Lock()
         threading.Thread(target=self._read, name="host-reader", daemon=True).start()
@@ -150,8 +194,6 @@ class Host:
                 self._replies.put(child)
             elif "exit" in said:
                 self._children.pop(said["exit"])._end(said["code"])
-            else:
-                self._replies.put(said)
         for child in self._children.values():  # the host is gone: so are they
             child.kill()
             child._end(-signal.SIGKILL)
@@ -171,22 +213,24 @@ class Host:
     def alive(self) -> bool:
         return self._process.poll() is None
 
-    def free_ports(self, count: int) -> list[int]:
-        """``count`` TCP ports free in the host's network now."""
-        return self._ask({"ports": count})["ports"]
-
     def start_script(self, script, args: list[str], env: dict[str, str], log) -> Child:
         """:func:`start_script`, forked by the host (in its network)."""
         return self._ask({"script": str(script), "args": list(args), "env": dict(env),
                           "log": str(log)})
 
 
-def _serve(preload: list[str]) -> None:
+def _serve(preload: list[str], shim: str | None) -> None:
     """A :class:`Host`'s program: a JSON line per request on stdin, per answer on stdout."""
     def say(message: dict) -> None:
         print(json.dumps(message), flush=True)
 
-    refused = enter_own_network()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a kernel's interrupt reaches its whole group
+    refused = enter_own_network() if shim is None else None
+    if shim:  # preloaded: a wildcard bind (never listened on) must get loopback
+        with socket.socket() as probe:
+            probe.bind(("0.0.0.0", 0))
+            if probe.getsockname()[0] != "127.0.0.1":
+                refused = "the loopback shim did not load"
     say({"refused": refused})
     if refused:
         return
@@ -208,9 +252,7 @@ def _serve(preload: list[str]) -> None:
         while b"\n" in pending:
             line, pending = pending.split(b"\n", 1)
             request = json.loads(line)
-            if "ports" in request:
-                say({"ports": free_ports(request["ports"])})
-            elif (pid := os.fork()) == 0:
+            if (pid := os.fork()) == 0:
                 _forked(request)
             else:
                 children.add(pid)
@@ -223,6 +265,7 @@ def _serve(preload: list[str]) -> None:
 def _forked(request: dict) -> None:
     """In a child of the host: run the script as ``python script *args`` would, then exit."""
     code = 1
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # as a python started anew
     try:
         os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
         _run_script(request["script"], request["args"], request["env"], request["log"])

@@ -157,6 +157,28 @@ def outside_addresses() -> list[str]:
     return sorted({a for a in found if not ipaddress.ip_address(a).is_loopback} | names)
 
 
+def listening(groups: set[int]) -> list[tuple]:
+    """(address, port) of each TCP socket that a process of these process ``groups`` listens on
+    in this process's network, read from /proc (IPv4 on IPv6 read as IPv4)."""
+    here, sockets, found = os.readlink("/proc/self/ns/net"), set(), set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError):  # it ended meanwhile
+            if os.getpgid(int(pid)) in groups and os.readlink(f"/proc/{pid}/ns/net") == here:
+                for fd in os.scandir(f"/proc/{pid}/fd"):
+                    with contextlib.suppress(OSError):  # closed meanwhile
+                        sockets.add(os.readlink(fd.path))
+    for table in ("tcp", "tcp6"):  # addresses in hex, 32-bit words in host order; 0A: LISTEN
+        with contextlib.suppress(OSError):  # no IPv6 here
+            for line in Path("/proc/self/net", table).read_text().splitlines()[1:]:
+                fields = line.split()
+                hexed, port = fields[1].split(":")
+                if fields[3] == "0A" and f"socket:[{fields[9]}]" in sockets:
+                    words = [bytes.fromhex(hexed[i:i + 8])[::-1] for i in range(0, len(hexed), 8)]
+                    ip = ipaddress.ip_address(b"".join(words))
+                    found.add((getattr(ip, "ipv4_mapped", None) or ip, int(port, 16)))
+    return sorted(found, key=str)
+
+
 #: Why local workers must be kept from other machines (notebook 08 says it in prose too)
 LISTENS_EVERYWHERE = ("TensorFlow's workers listen on every interface whatever host TF_CONFIG "
                       "names, and take operations that read and write files from whoever "
@@ -165,10 +187,17 @@ _HOST: processes.Host | None = None  # this kernel's host of workers, made at th
 
 
 def _workers_host() -> processes.Host:
-    """The host this kernel's workers are forked from: made once, again only if it died."""
+    """The host this kernel's workers are forked from: in a network namespace of its own, else
+    with the loopback shim where ``cc`` builds it; made once, again only if it died."""
     global _HOST
-    if _HOST is None or (_HOST.isolated and not _HOST.alive()):
+    if _HOST is None or (_HOST.refused is None and not _HOST.alive()):
         _HOST = processes.Host()
+        if why := _HOST.refused:  # no namespace: the shim, every wildcard bind made loopback
+            try:
+                _HOST = processes.Host(processes.loopback_shim())
+            except OSError as error:  # no C compiler, or it failed
+                _HOST.refused = str(error)
+            _HOST.refused = _HOST.refused and f"{why}, and {_HOST.refused}"
     return _HOST
 
 
@@ -179,6 +208,10 @@ def exposure(open_ports: bool) -> str:
     if host.isolated:
         return ("The workers run in a network namespace of their own, whose only interface is "
                 "loopback: no other machine can reach their ports.")
+    if host.refused is None:  # the shim: what they listen on is read back while they run
+        return ("This machine refuses the workers a network namespace, so a shim (LD_PRELOAD) "
+                "binds them to loopback where they ask for every interface; what they listen on "
+                "is read back from /proc once they start:")
     if not (outside := outside_addresses()):
         return (f"Here {host.refused}, but it has loopback interfaces only: no other machine "
                 "can reach the workers' ports.")
@@ -193,6 +226,7 @@ def exposure(open_ports: bool) -> str:
 
 def workers_may_start(open_ports: bool) -> bool:
     """Print :func:`exposure`'s sentence, or its refusal as one line; whether workers may start."""
+    _READ_BACK.clear()  # what the next workers listen on is said again: once a notebook run
     try:
         print(exposure(open_ports))
     except WorkersRefused as refusal:
@@ -231,7 +265,8 @@ def run_cluster(job: Job, work_dir, script=None, *, tf_config, max_restarts: int
     refused: :func:`exposure`), on :func:`worker_devices`; a dead worker restarts them."""
     exposure(open_ports)  # before anything starts: one line naming open_ports
     host = _workers_host()
-    forker = host if host.isolated else processes  # both have start_script and free_ports
+    forker = host if host.refused is None else processes  # both have start_script
+    guard = forker is host and not open_ports  # what they listen on, read back as they run
     work = Path(work_dir).resolve()
     script = Path(script or work / WORKER_FILE).resolve()
     if not (work / DATA_FILE).exists():
@@ -248,9 +283,9 @@ def run_cluster(job: Job, work_dir, script=None, *, tf_config, max_restarts: int
         (work / JOB_FILE).write_text(json.dumps(spec))
         resumed_from = _latest_step(work / "checkpoints")
         began = time.perf_counter()
-        addresses = [f"localhost:{port}" for port in forker.free_ports(len(visible))]
+        addresses = [f"127.0.0.1:{port}" for port in processes.free_ports(len(visible))]
         codes, timed_out = _launch(work, script, visible, number, timeout_s, progress, tf_config,
-                                   addresses, forker.start_script)
+                                   addresses, forker.start_script, guard)
         attempts.append(Attempt(number, resumed_from, codes, time.perf_counter() - began))
         if timed_out:
             raise ChildTimeout(f"the cluster timed out after {timeout_s:.0f} s (attempt "
@@ -274,16 +309,19 @@ def _latest_step(directory: Path) -> int:
 
 
 _LIVE: set = set()  # the workers of this process that may still run: ended at exit
+_READ_BACK: list[str] = []  # what the first workers all listened on, once said
 
 
 def _launch(work: Path, script: Path, visible: list[str], attempt: int, timeout_s: float, progress,
-            tf_config, addresses: list[str], start) -> tuple[list[int], bool]:
-    """Run the workers: (exit codes, timed out); all stop once one fails, time is up, or on exit."""
+            tf_config, addresses: list[str], start, guard: bool) -> tuple[list[int], bool]:
+    """Run the workers: (exit codes, timed out); all stop once one fails, time is up, on exit, or
+    (``guard``: :class:`WorkersRefused`) as soon as one is read listening beyond loopback."""
     workers, timed_out, seen = [], False, len(_read_lines(work / PROGRESS_FILE))  # earlier: seen
     try:
         for index, cuda_devices in enumerate(visible):
             env = {**os.environ, "TF_CONFIG": json.dumps(tf_config(addresses, index)),
                    "CUDA_VISIBLE_DEVICES": cuda_devices, processes.LAUNCHER_ENV: str(os.getpid()),
+                   "NCCL_SOCKET_IFNAME": "lo",  # NCCL's own sockets (GPUs) on loopback too
                    "PYTHONPATH": os.pathsep.join(filter(None, [PACKAGE_ROOT,
                                                                os.environ.get("PYTHONPATH")]))}
             log = work / f"worker{index}_attempt{attempt}.log"
@@ -292,6 +330,8 @@ def _launch(work: Path, script: Path, visible: list[str], attempt: int, timeout_
         deadline = time.monotonic() + timeout_s
         while any(p.exitcode != 0 for p in workers):
             seen = _report(work / PROGRESS_FILE, seen, progress)
+            if guard:
+                _read_back({p.pid for p in workers}, {int(a.rsplit(":", 1)[1]) for a in addresses})
             timed_out = time.monotonic() > deadline
             if timed_out or any(p.exitcode not in (None, 0) for p in workers):
                 _stop(workers)  # the others would wait for the dead one in their next all-reduce
@@ -304,6 +344,21 @@ def _launch(work: Path, script: Path, visible: list[str], attempt: int, timeout_
             p.join()
             _LIVE.discard(p)
     return [p.exitcode for p in workers], timed_out
+
+
+def _read_back(groups: set[int], ports: set[int]) -> None:
+    """:class:`WorkersRefused` if the workers listen beyond loopback; else, once all ``ports``
+    listen, say on what (once: :func:`workers_may_start` clears it)."""
+    found = listening(groups)
+    heard = [f"{ip}:{port}" if ip.version == 4 else f"[{ip}]:{port}" for ip, port in found]
+    if not all(ip.is_loopback for ip, _ in found):
+        raise WorkersRefused(f"The workers were stopped: they listened on {', '.join(heard)}, "
+                             "beyond loopback, where other machines can reach them. Set "
+                             "open_ports=True only once a firewall keeps others out.")
+    if not _READ_BACK and ports <= {port for _, port in found}:
+        _READ_BACK.append(f"The workers listen on {' and '.join(heard)} only (read back from "
+                          "/proc): no other machine can reach them.")
+        print(_READ_BACK[0], flush=True)
 
 
 def _stop(workers) -> None:

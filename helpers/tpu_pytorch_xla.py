@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from helpers import devices
 from helpers.data_parallel import batch_rule
 from helpers.data_parallel import largest_difference as largest_difference  # the notebook's
 from helpers.errors import EngineError, RunUnreadable, show_as_one_line
@@ -21,15 +22,24 @@ from helpers.workdirs import same_settings as same_settings  # notebook 10 check
 CHECKPOINT = re.compile(r"^step-(\d{7})\.pt$")
 
 
-def require_torch_xla(oldest: str = "2.9") -> None:
-    """Raise :class:`EngineError` (one line) unless torch_xla ``oldest`` or newer is installed."""
+def require_torch_xla(oldest: str = "2.8", environ=None) -> None:
+    """Raise :class:`EngineError` (one line) unless torch_xla ``oldest`` or newer is installed;
+    its advice is what to change here, never the runtime the learner is already on."""
     have = version("torch_xla") if find_spec("torch_xla") else ""
-    if [int(n) for n in re.findall(r"\d+", have)[:2]] < [int(n) for n in oldest.split(".")]:
-        show_as_one_line()
-        raise EngineError(f"This runtime has {'torch_xla ' + have if have else 'no torch_xla'}; "
-                          f"this notebook needs torch_xla {oldest} or newer: pick a TPU runtime "
-                          "(Colab: Runtime > Change runtime type > v5e-1 TPU; Kaggle: TPU v5e-8) "
-                          "or pip install the same release of torch and torch_xla[tpu].")
+    if [int(n) for n in re.findall(r"\d+", have)[:2]] >= [int(n) for n in oldest.split(".")]:
+        return
+    install = "pip install the same release of torch and torch_xla[tpu]"
+    if devices.tpu_hardware_present(environ):  # a TPU runtime whose torch_xla is missing or old
+        advice = f"{install}, {oldest} or newer, then restart the runtime"
+    else:
+        elsewhere = f"Colab's v5e-1 TPU or Kaggle's TPU v5e-8, or {install}"
+        advice = "pick a TPU runtime: " + {
+            "colab": "Runtime > Change runtime type > v5e-1 TPU",
+            "kaggle": "Settings > Accelerator > TPU v5e-8",
+        }.get(devices.detect_platform(environ), elsewhere)
+    show_as_one_line()
+    raise EngineError(f"This runtime has {'torch_xla ' + have if have else 'no torch_xla'}; "
+                      f"this notebook needs torch_xla {oldest} or newer: {advice}.")
 
 
 def describe(device_type: str, count: int) -> str:

@@ -97,6 +97,15 @@ def test_numpy_anchor_and_table_and_plot(tf):
     assert ax.containers  # the IQR bars
 
 
+def test_the_plot_takes_samples_that_all_tie():
+    """Equal samples put the median on a quartile: rounding once left it 1e-16 outside, a
+    negative error bar that matplotlib refuses (a 32x32 matmul timed twice can tie)."""
+    records = [gpu_vs_cpu_benchmark._record(timing.Timing(1.0, [3e-6, 3e-6], work=2 * n**3),
+                                            "numpy matmul", "CPU", "float32", n, "cpu")
+               for n in (32, 48, 64, 96, 128)]
+    assert gpu_vs_cpu_benchmark.plot(records).axes[0].containers
+
+
 def test_a_known_peak_gives_a_fraction():
     timed = timing.Timing(2.0, [0.5, 1.0, 1.5], work=4e12)
     record = gpu_vs_cpu_benchmark._record(timed, "m", "Tesla T4", "float16", 4096, "gpu", 65)

@@ -325,7 +325,7 @@ def test_nbval_comparison_ignores_unmarked_cells():
 
 
 def test_one_command_moves_the_compat_stack_and_readmes_table(tmp_path, monkeypatch):
-    for name in ("COMPAT", "PINNED", "TPU", "README"):
+    for name in ("COMPAT", "PINNED", "TPU", "KAGGLE_TPU", "README"):
         copy = tmp_path / getattr(compat, name).name
         copy.write_text(getattr(compat, name).read_text())
         monkeypatch.setattr(compat, name, copy)
@@ -338,7 +338,8 @@ def test_one_command_moves_the_compat_stack_and_readmes_table(tmp_path, monkeypa
     assert "# python: 3.14\n" in block and "keras==3.13.2" not in text
     assert "pytest==" in text.split(compat.END)[1], "the tools after the block stay"
     table = compat.README.read_text()
-    assert "| TensorFlow | 2.22.0 | 2.21.0 | none |" in table and "| Python | 3.14 |" in table
+    assert "| TensorFlow | 2.22.0 | 2.20.0 | none | 2.20.0 | 2.21.0 |" in table
+    assert "| Python | 3.14 | 3.12 | 3.13 | 3.12 | 3.11 |" in table
     assert "(2027-02; googlecolab/backend-info)" in table
     assert compat.main(["readme", "--check"]) == 0
     compat.README.write_text(table.replace("| 2.22.0 |", "| 2.19.0 |"))

@@ -81,6 +81,27 @@ def test_the_dcgan_step_runs_each_network_once_per_batch_and_compiles_once(monke
     assert models[0](np.zeros((2, 100), "float32"), training=False).shape == (2, 28, 28, 1)
 
 
+def test_seed_keras_gives_set_random_seeds_weights_without_importing_tensorflow():
+    """09 seeds with `seed_keras`: the weights `keras.utils.set_random_seed` gives, without
+    the TensorFlow import that call makes wherever TensorFlow is installed (Kaggle's image)."""
+    from helpers.lessons.dcgan_networks import tutorial_generator
+    from helpers.lessons.nb09 import seed_keras
+
+    had_tensorflow = "tensorflow" in sys.modules
+
+    def weights(seed):
+        seed(0)
+        return [np.asarray(w) for w in tutorial_generator(tuned=False).get_weights()]
+
+    ours = weights(seed_keras)
+    assert had_tensorflow or "tensorflow" not in sys.modules, "seed_keras imported TensorFlow"
+    theirs, again = weights(keras.utils.set_random_seed), weights(seed_keras)
+    assert all(np.array_equal(a, b) for a, b in zip(ours, theirs, strict=True))
+    assert all(np.array_equal(a, b) for a, b in zip(ours, again, strict=True))
+    assert not all(np.array_equal(a, b) for a, b in zip(ours, weights(lambda s: seed_keras(1)),
+                                                         strict=True)), "another seed differs"
+
+
 def test_steps_per_execution_at_most_an_epoch():
     ok = dict(global_batch_size=64, rounds=3, timed_steps=4, max_images=256, use_bfloat16=True)
     assert tpu_keras_jax.check_parameters(steps_per_execution=4, **ok).steps_per_execution == 4

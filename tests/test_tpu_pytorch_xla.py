@@ -6,6 +6,7 @@ CPU_NUM_DEVICES=8, as notebook 10's first cell sets them; elsewhere it is skippe
 """
 
 import os
+from importlib.metadata import version
 
 import pytest
 
@@ -21,7 +22,7 @@ import torch_xla.distributed.spmd as xs  # noqa: E402
 import torch_xla.runtime as xr  # noqa: E402
 from solved import solution_functions  # noqa: E402
 
-from helpers import exercises, tpu_pytorch_xla  # noqa: E402
+from helpers import devices, exercises, tpu_pytorch_xla  # noqa: E402
 from helpers.errors import EngineError, RunSettingsChanged, RunUnreadable  # noqa: E402
 from helpers.lessons import nb10 as lesson  # noqa: E402
 
@@ -84,17 +85,43 @@ def test_the_old_calls_are_probed_in_this_runtime():
     rows = {row[0]: row[2] for row in tpu_pytorch_xla.old_and_new()}
     assert rows["xm.xrt_world_size(), xm.get_ordinal()"] == "xm.xrt_world_size: gone"
     assert "torch_xla.device" in rows["xm.xla_device()"]
-    assert rows["a GradScaler with bfloat16"] == "torch_xla.amp.GradScaler: ImportError"
+    # torch_xla 2.8 (Kaggle's TPU image) still has torch_xla.amp.GradScaler; 2.9 removed it
+    gone = XLA_VERSION >= (2, 9)
+    assert rows["a GradScaler with bfloat16"] == (
+        f"torch_xla.amp.GradScaler: {'ImportError' if gone else 'still imports'}")
 
 
-def test_a_missing_or_old_torch_xla_stops_in_one_line(monkeypatch):
-    tpu_pytorch_xla.require_torch_xla("2.9")  # 2.9 installed here: passes
-    with pytest.raises(EngineError, match=r"has torch_xla 2\.9.*needs torch_xla 2\.10 or newer: "
-                                          r"pick a TPU runtime"):
-        tpu_pytorch_xla.require_torch_xla("2.10")
+XLA_VERSION = tuple(int(n) for n in version("torch_xla").split(".")[:2])
+NEWER = f"{XLA_VERSION[0]}.{XLA_VERSION[1] + 1}"
+
+
+@pytest.mark.parametrize("platform, tpu, advice", [
+    ({}, {}, "pick a TPU runtime: Colab's v5e-1 TPU or Kaggle's TPU v5e-8, or pip install"),
+    ({"COLAB_RELEASE_TAG": "x"}, {}, "pick a TPU runtime: Runtime > Change runtime type > v5e-1"),
+    ({"KAGGLE_KERNEL_RUN_TYPE": "Interactive"}, {}, "Settings > Accelerator > TPU v5e-8"),
+    ({"KAGGLE_KERNEL_RUN_TYPE": "Interactive"}, {"TPU_ACCELERATOR_TYPE": "v5litepod-8"},
+     f"pip install the same release of torch and torch_xla[tpu], {NEWER} or newer, then"),
+    ({"COLAB_RELEASE_TAG": "x"}, {"TPU_ACCELERATOR_TYPE": "v5litepod-1"}, "torch_xla[tpu], "),
+])
+def test_a_missing_or_old_torch_xla_stops_in_one_line_naming_what_to_change_here(
+        platform, tpu, advice, monkeypatch):
+    """The advice never names the runtime the learner is on: on a TPU runtime, an install; on
+    Colab's or Kaggle's other runtimes, that platform's own menu; elsewhere, both and pip."""
+    tpu_pytorch_xla.require_torch_xla("2.8")  # the oldest tested (Kaggle's TPU image): passes
+    monkeypatch.setattr(devices.glob, "glob", lambda pattern: [])  # no TPU device files
+    environ = {**platform, **tpu}
+    with pytest.raises(EngineError) as refused:
+        tpu_pytorch_xla.require_torch_xla(NEWER, environ)
+    said = str(refused.value)
+    assert said.startswith(f"This runtime has torch_xla {version('torch_xla')}; this notebook "
+                           f"needs torch_xla {NEWER} or newer: ") and "\n" not in said
+    assert advice in said
+    here = devices.detect_platform(environ)
+    named = {name for name in ("Colab", "Kaggle") if name in said}
+    assert named == ({"Colab", "Kaggle"} if here == "local" and not tpu else set()), said
     monkeypatch.setattr(tpu_pytorch_xla, "find_spec", lambda name: None)
     with pytest.raises(EngineError, match="This runtime has no torch_xla; .*v5e-1 TPU"):
-        tpu_pytorch_xla.require_torch_xla()
+        tpu_pytorch_xla.require_torch_xla("2.8", {})
 
 
 def test_the_lesson_networks_make_and_score_28x28_images():

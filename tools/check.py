@@ -1,9 +1,4 @@
-"""Every check of the notebooks' form (:data:`CHECKS`), in one process; exit status 1 if one failed.
-
-    python -m tools.check
-"""
-
-from __future__ import annotations
+"""Every check of the notebooks' form (:data:`CHECKS`), in one process; status 1 if one failed."""
 
 import ast
 import json
@@ -18,7 +13,7 @@ from tools.course import ROOT, notebook_paths, notebook_text
 #: The docs: each `helpers.x.y`, `tools.x` (in backquotes or not) and `make x` there must exist.
 DOCS = ["README.md", "CHANGELOG.md", "docs/instructor_notes.md", "docs/maintainers.md",
         "notebooks/profiles.toml", "requirements.txt", "requirements-compat.txt",
-        "requirements-tpu.txt"]
+        "requirements-tpu.txt", "requirements-tpu-kaggle.txt"]
 NAME = re.compile(r"\b((?:helpers|tools)(?:\.\w+)+)")
 TARGET = re.compile(r"`make ([a-z][\w-]*)")
 

@@ -18,6 +18,7 @@ from tools.course import ROOT, write_between
 COMPAT = ROOT / "requirements-compat.txt"
 PINNED = ROOT / "requirements.txt"
 TPU = ROOT / "requirements-tpu.txt"
+KAGGLE_TPU = ROOT / "requirements-tpu-kaggle.txt"
 README = ROOT / "README.md"
 BEGIN, END = "# Colab's image: begin", "# Colab's image: end"
 START, STOP = "<!-- versions: begin -->", "<!-- versions: end -->"
@@ -27,11 +28,26 @@ ROWS = [  # the label, the names that give it, and what a stack that pins none h
     ("Keras", ("keras",), "none"),
     ("JAX", ("jax[cpu]", "jax"), "none"),
     ("NumPy", ("numpy",), "not pinned"),
-    ("torch / torch-xla", ("torch", "torch-xla"), "none"),
+    ("torch / torch-xla", ("torch", "torch-xla"), "no torch-xla"),
     ("ipykernel", ("ipykernel",), "not pinned"),
     ("IPython", ("ipython",), "not pinned"),
 ]
 PIN = re.compile(r"^([A-Za-z0-9_.\[\]-]+)==([^\s#]+)")
+#: Kaggle's GPU image, which no stack copies: Colab's image of 2026-05 (Kaggle/docker-python's
+#: Dockerfile.tmpl, runtime:release-colab-external-images_20260514) as Colab's pip-freeze.gpu.txt
+#: of 2026-05-08 lists it, on Python 3.12
+KAGGLE_GPU = {"tensorflow": "2.20.0", "keras": "3.13.2", "jax": "0.7.2", "numpy": "2.0.2",
+              "ipykernel": "6.17.1", "ipython": "7.34.0"}
+#: A column per runtime: its name, what the learner sets there, the notebooks that run there
+RUNTIMES = [
+    ("Colab, CPU or GPU", "*Runtime > Change runtime type*: T4 GPU (or CPU)", "01-08"),
+    ("Kaggle, GPU T4 x2", "*Settings > Accelerator*: GPU T4 x2; *Internet* on (to install)",
+     "01-08 (06 and 08 use both GPUs)"),
+    ("Colab, TPU v5e-1", "*Runtime > Change runtime type*: v5e-1 TPU", "09, 10"),
+    ("Kaggle, TPU v5e-8", "*Settings > Accelerator*: TPU v5e-8; *Internet* on (to install)",
+     "09, 10"),
+    ("`make run` here", "nothing (the CPU)", "01-08; 09 and 10 in the Colab TPU stack's kernel"),
+]
 
 
 def pins(path: Path) -> dict[str, str]:
@@ -46,11 +62,20 @@ def header(path: Path, key: str) -> str:
 
 
 def table() -> str:
-    stacks = [pins(COMPAT), pins(PINNED), pins(TPU)]
-    rows = [f"| | Colab's CPU/GPU image ({header(COMPAT, 'date')}; {header(COMPAT, 'source')}): "
-            "the compat stack, `.venv-compat` | the pinned stack, `.venv` | Colab's TPU image: "
-            "the TPU stack, `.venv-tpu` |", "|---|---|---|---|",
-            f"| Python | {header(COMPAT, 'python')} | 3.11 | {header(TPU, 'python') or '3.12'} |"]
+    stacks = [pins(COMPAT), KAGGLE_GPU, pins(TPU), pins(KAGGLE_TPU), pins(PINNED)]
+    pythons = [header(path, "python") for path in (COMPAT, COMPAT, TPU, KAGGLE_TPU, PINNED)]
+    image = f"{header(COMPAT, 'date')}; {header(COMPAT, 'source')}"
+    tested = [f"the compat stack, `.venv-compat` ({image})",
+              "no stack: Colab's image of 2026-05, on Python 3.12",
+              f"the Colab TPU stack, `.venv-tpu` ({header(TPU, 'date')} image)",
+              f"the Kaggle TPU stack, `.venv-tpu-kaggle` ({header(KAGGLE_TPU, 'date')} image)",
+              "the pinned stack, `.venv` (the newest releases)"]
+    rows = ["| | " + " | ".join(name for name, _, _ in RUNTIMES) + " |",
+            "|---" * (len(RUNTIMES) + 1) + "|",
+            "| What to set | " + " | ".join(s for _, s, _ in RUNTIMES) + " |",
+            "| Notebooks | " + " | ".join(n for _, _, n in RUNTIMES) + " |",
+            "| `make test` runs it as | " + " | ".join(tested) + " |",
+            "| Python | " + " | ".join([pythons[0], "3.12", *pythons[2:]]) + " |"]
     for label, names, absent in ROWS:
         cells = [" / ".join(stack[n] for n in names if n in stack) or absent for stack in stacks]
         rows.append(f"| {label} | " + " | ".join(cells) + " |")

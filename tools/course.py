@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 BUILD = ROOT / "build"
 
-#: The notebooks that run without TensorFlow (Colab's TPU image, .venv-tpu), and what each needs.
+#: The notebooks that run without TensorFlow (the TPU images), and the engines each needs.
 TPU_NOTEBOOKS = {"09_tpu_keras_jax": ("jax", "keras"), "10_tpu_pytorch_xla": ("torch_xla",)}
 TPU_KERNEL = "course-tpu"  # the kernel `make venv-tpu` registers in .venv, for `make run`
 
@@ -89,7 +89,8 @@ def kernel_for(stem: str) -> str | None:
     return "python3" if runs_here(stem) else None
 
 
-STACKS = {"pinned": False, "compat": False, "tpu": True}  # True: its tests run the TPU notebooks
+#: True: its tests run the TPU notebooks (tpu: Colab's TPU image; tpu-kaggle: Kaggle's)
+STACKS = {"pinned": False, "compat": False, "tpu": True, "tpu-kaggle": True}
 
 
 def stack_notebooks(stack: str) -> list[Path]:

@@ -51,10 +51,10 @@ def helpers_imports(cell_source: str) -> list[str]:
 
 
 def _chooses_engine(code: str) -> bool:
-    """A TPU notebook's first cell: sets ``os.environ`` and imports only ``os`` and ``glob``."""
+    """A TPU notebook's first cell: sets ``os.environ`` and imports only os, glob and sys."""
     nodes = [n for node in _body(code) for n in ast.walk(node)]
     imported = {a.name for n in nodes if isinstance(n, ast.Import) for a in n.names}
-    return (bool(nodes) and "os.environ[" in code and imported <= {"os", "glob"}
+    return (bool(nodes) and "os.environ[" in code and imported <= {"os", "glob", "sys"}
             and not any(isinstance(n, ast.ImportFrom) for n in nodes))
 
 

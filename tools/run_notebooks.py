@@ -8,7 +8,9 @@ Into ``<build>/executed/``, ``html/`` and ``work/<name>/``; exit status 1 if one
 from __future__ import annotations
 
 import argparse
+import ast
 import copy
+import re
 import sys
 import time
 from dataclasses import dataclass
@@ -41,11 +43,22 @@ class RunResult:
     first_exercises: dict[str, bool] | None = None  # the first run's verdicts (passes > 1)
     differ: list[str] | None = None  # cells tagged nbval-check-output whose runs disagree
     validations: list[dict] | None = None  # the values tried after the passes (validate)
+    imported: list[str] | None = None  # the engines the kernel had imported at the end
 
 
 PASS_KEY = "course_pass"  # notebook metadata: the pass under way, or the one that failed
 VALIDATIONS_KEY = "course_validations"  # notebook metadata: RunResult.validations
+IMPORTED_KEY = "course_imported"  # notebook metadata: RunResult.imported
+#: Evaluated in the kernel after the passes: which engines it imported (sys.modules, not what
+#: is installed: Kaggle's TPU image has TensorFlow installed, and its notebooks must not load it)
+ENGINES = ("sorted({m.split('.')[0] for m, v in __import__('sys').modules.items() if v} & "
+           "{'tensorflow', 'keras', 'jax', 'torch', 'torch_xla'})")
 ENGINE = "course_repeat"  # the papermill engine that runs every cell ``passes`` times
+#: What no executed notebook may show: a native log line (absl's and glog's; TensorFlow 2.20's
+#: after a date), absl's notice before its set-up, oneDNN's and cpu_feature_guard's notices.
+LOG_LINE = re.compile(r"\b([EWIF]\d{4} \d\d:\d\d:\d+\.\d+ +\d+|\d{4}-\d\d-\d\d [\d:.]+: [EWIF]) "
+                      r"\S+\.(cc|h):\d+\]|absl::InitializeLog\(\) is called|oneDNN custom "
+                      r"operations are on|To enable the following instructions")
 
 
 def _register_engine() -> None:
@@ -75,6 +88,10 @@ def _register_engine() -> None:
                     info = self.wait_for_reply(self.kc.kernel_info())["content"]
                     self.nb.metadata["language_info"] = info["language_info"]
                     nbformat.write(self.nb, self.first_pass)
+            reply = run_sync(self.kc.execute_interactive)(
+                "", user_expressions={"engines": ENGINES}, timeout=60, store_history=False)
+            found = reply["content"].get("user_expressions", {}).get("engines", {})
+            self.nb.metadata[IMPORTED_KEY] = found.get("data", {}).get("text/plain", "?")
             if self.validations:
                 self.nb.metadata[VALIDATIONS_KEY] = [self.validate(r) for r in self.validations]
 
@@ -148,6 +165,14 @@ def first_error(nb) -> tuple[str | None, str]:
     return None, ""
 
 
+def log_lines(nb) -> list[tuple[str, str]]:
+    """``(cell id, line)`` per line of ``nb``'s outputs (streams, errors, text) that is a log's."""
+    return [(cell.get("id"), line) for cell in nb.cells for out in cell.get("outputs", [])
+            for text in [out.get("text", ""), *out.get("traceback", []), *(
+                v for k, v in out.get("data", {}).items() if k.startswith("text/"))]
+            for line in str(text).splitlines() if LOG_LINE.search(line)]
+
+
 def validation_requests(path: Path, parameters: dict, cases) -> list[dict]:
     """Per case ``(name, value[, {other: value}])``: the parameters cell, the validation cell."""
     from papermill.translators import translate_parameters
@@ -200,14 +225,16 @@ def execute(path: Path, build: Path, parameters: dict, passes: int = 1, solution
         nbformat.write(nbformat.read(path, as_version=4), executed)
     nb = nbformat.read(executed, as_version=4)
     validations = nb.metadata.pop(VALIDATIONS_KEY, None)
-    if validations is not None:  # the executed copy is the notebook's, not the test's
+    imported = nb.metadata.pop(IMPORTED_KEY, None)
+    if validations is not None or imported is not None:  # the copy is the notebook's, not ours
         nbformat.write(nb, executed)
     cell, error = first_error(nb)
     first_nb = nbformat.read(first, as_version=4) if first.exists() else None
     differ = outputs_that_differ(first_nb, nb) if status == "passed" and first_nb else None
     return RunResult(path.stem, status, seconds, device_of(nb), executed, error or crash, cell,
                      nb.metadata.get(PASS_KEY) if status == "failed" else None, verdicts_in(nb),
-                     verdicts_in(first_nb) if first_nb else None, differ, validations)
+                     verdicts_in(first_nb) if first_nb else None, differ, validations,
+                     ast.literal_eval(imported) if imported and imported != "?" else None)
 
 
 #: nbval's skips (IPyNbFile.__init__, without --nbdime): what its comparison ignores.
@@ -275,6 +302,9 @@ def main(argv: list[str] | None = None) -> int:
         params = parameters_for(path.stem, args.profile)
         print(f"running {path.name} ({args.profile}: {params or 'its defaults'}) ...", flush=True)
         result = execute(path, args.build, params)
+        logged = log_lines(nbformat.read(result.executed, as_version=4))  # none may show one
+        if logged and result.status == "passed":  # failed: the first one, and where it is
+            result.status, result.error_cell, result.error = "failed", *logged[0]
         try:
             render_html(result.executed, args.build / "html")
         except Exception as error:  # a half-written copy: say so, go on with the next

@@ -1,16 +1,14 @@
-"""Checks for notebook 09's exercises (Keras 3 on JAX), run where the notebook runs; Keras and
-JAX are imported in each check, as every notebook loads all the checks."""
+"""Checks for notebook 09's exercises (Keras 3 on JAX), run where the notebook runs."""
 
-from __future__ import annotations
+import random
 
 import numpy as np
 
 from helpers.exercises import exercise, require
 
 
-def _small_classifier(keras):
-    """Logits out, with batch norm, so that the step must carry the non-trainable state."""
-    keras.utils.set_random_seed(1)
+def _small_classifier(keras):  # logits, and batch norm: the step carries non-trainable state
+    random.seed(1)  # what Keras's initializers draw from (set_random_seed imports TensorFlow)
     return keras.Sequential([keras.Input((6,)), keras.layers.Dense(16, activation="relu"),
                              keras.layers.BatchNormalization(), keras.layers.Dense(3)])
 

@@ -6,6 +6,17 @@ notebook, then run ``make lessons``. ``make test`` fails if this file and the no
 
 # ruff: noqa: E402
 
+# 09_tpu_keras_jax.ipynb, section '`DataParallel` and `fit`'
+import random
+
+import numpy as np
+
+
+def seed_keras(seed):  # keras.utils.set_random_seed, without importing TensorFlow
+    random.seed(seed)  # where Keras's initializers and dropout layers draw their seeds
+    np.random.seed(seed)
+
+
 # 09_tpu_keras_jax.ipynb, section 'The DCGAN step, JAX style'
 import jax
 import keras
@@ -72,7 +83,7 @@ def build_gan(device_list, global_batch, policy="mixed_bfloat16", dropout=0.0,
     """Notebook 04's networks and optimizers on `device_list`; the step, its state, the models."""
     keras.mixed_precision.set_global_policy(policy)  # layers built now compute in it
     with keras.distribution.DataParallel(devices=device_list).scope():
-        keras.utils.set_random_seed(0)
+        seed_keras(0)
         generator = tutorial_generator(tuned=False)  # Keras layers: any backend
         discriminator = tutorial_discriminator(dropout=dropout, tuned=False)
         g_opt, d_opt = optimizer(), optimizer()  # one each
