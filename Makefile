@@ -81,7 +81,7 @@ STAGE = @start=$$(date +%s); $(MAKE) --no-print-directory $(1) || exit 1; \
 # Where `make test` keeps its stages' times, for the table it prints at the end.
 TIMES := build/test-times.txt
 
-.PHONY: help venv venv-compat venv-tpu environments run bench test lint check-notebooks unit \
+.PHONY: help venv venv-compat venv-tpu environments run bench test lint check-notebooks units unit \
         compat-unit compat-notebooks tpu tpu-unit tpu-unit-without-tensorflow tpu-unit-keras-jax \
         tpu-unit-pytorch-xla kaggle-unit-pytorch-xla tpu-notebooks kaggle-notebooks \
         clean-notebooks lessons solutions \
@@ -170,10 +170,12 @@ run: $(STAMP) $(TPU_KERNEL_STAMP)
 bench: $(STAMP) $(TPU_STAMP)
 	$(BIN)/python -m tools.bench
 
-# The benchmarks' own tests (tests/test_bench.py, marked bench; some start children on the
-# other stacks): about 2 minutes, outside make test's 15; CI (.ci/run) runs them after it.
+# The tests marked bench: the benchmarks' own (tests/test_bench.py; some start children on the
+# other stacks) and `make gpu-check` run end to end on this CPU from a bare python (it runs a
+# notebook, unit tests and a benchmark again): about 2 minutes, outside make test's 12; CI
+# (.ci/run) runs them after it.
 bench-test: $(STAMP) $(TPU_STAMP)
-	$(TEST_ENV) $(PYTEST) -n 2 -m bench tests/test_bench.py
+	$(TEST_ENV) $(PYTEST) -n 2 -m bench tests/test_bench.py tests/test_gpu_check.py
 
 # Needs only a python3 (3.11 or newer, with venv and pip): its launcher imports the standard
 # library only. With an NVIDIA GPU it builds .venv-gpu (tensorflow[and-cuda]), without one it
@@ -184,15 +186,16 @@ gpu-check:
 	$(PYTHON) -m tools.gpu_check $(GPU_CHECK_ARGS)
 
 # Stages run in this order and stop at the first that fails; each says how long it took.
-# (Run side by side, or with more than two workers, they take longer in all: TensorFlow's
-# thread pools spin on cores they do not get.)
+# The unit tests of the two TensorFlow stacks run side by side (four workers on two cores):
+# each takes longer, as TensorFlow's thread pools spin on cores they do not get, but both end
+# sooner, since many of their tests wait on children (measured: 243 s, against 180 s and 115 s
+# in turn). Notebook stages keep two workers: each notebook keeps both cores busy.
 test:
 	@mkdir -p build && : > $(TIMES) && date +%s > $(TIMES).start
 	$(call STAGE,environments)
 	$(call STAGE,lint)
 	$(call STAGE,check-notebooks)
-	$(call STAGE,unit)
-	$(call STAGE,compat-unit)
+	$(call STAGE,units)
 	$(call STAGE,compat-notebooks)
 	$(call STAGE,tpu)
 	@awk -v total=$$(( $$(date +%s) - $$(cat $(TIMES).start) )) \
@@ -208,6 +211,10 @@ lint: $(STAMP)
 
 check-notebooks: $(STAMP)
 	$(BIN)/python -m tools.check
+
+# The two stacks' unit tests, side by side (see `test`).
+units: $(STAMP) $(COMPAT_STAMP)
+	@$(MAKE) --no-print-directory -j2 -Otarget unit compat-unit
 
 # unit, tpu-unit-keras-jax and tpu-unit-pytorch-xla run every test of the exercise checks: they
 # fail if their counts of right and wrong answers are not those of docs/exercise_corpus.json

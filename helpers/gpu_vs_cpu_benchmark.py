@@ -98,9 +98,11 @@ def matmul_sweep(sizes, dtypes=DTYPES, kind: str = "cpu", device: str = "CPU",
 
 def _record(t, name: str, device: str, dtype: str, n: int, kind: str, peak=None) -> dict:
     tflops, (q1, q3) = t.rate / 1e12, np.percentile(t.samples_s, [25, 75])
+    gflops = tflops * 1e3  # the IQR's ends bracket it, even where rounding puts a tie 1 ulp out
     return {"name": name, "device": device, "kind": kind, "dtype": dtype, "size": n,
             "median_s": t.median_s, "iqr_s": t.iqr_s, "first_call_s": t.first_call_s,
-            "tflops": tflops, "gflops_iqr": (t.work / q3 / 1e9, t.work / q1 / 1e9),
+            "tflops": tflops, "gflops_iqr": (min(t.work / q3 / 1e9, gflops),
+                                             max(t.work / q1 / 1e9, gflops)),
             "peak_tflops": peak, "fraction_of_peak": tflops / peak if peak else None}
 
 
@@ -123,8 +125,7 @@ def plot(records: list[dict], title: str = "Matmul throughput by size"):
                         key=lambda r: r["size"])
         mid, (low, high) = (np.array([p["tflops"] * 1e3 for p in points]),
                             np.transpose([p["gflops_iqr"] for p in points]))
-        line = ax.errorbar([p["size"] for p in points], mid,  # clipped: 1e-16 below from rounding
-                           yerr=np.clip([mid - low, high - mid], 0, None),
+        line = ax.errorbar([p["size"] for p in points], mid, yerr=[mid - low, high - mid],
                            marker="o", capsize=3, label=" ".join(key)).lines[0]
         if peak := points[0]["peak_tflops"]:
             ax.axhline(peak * 1e3, linestyle="--", color=line.get_color(), linewidth=1,

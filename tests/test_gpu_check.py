@@ -224,6 +224,7 @@ def test_the_gpu_branch_runs_from_a_bare_python_up_to_what_needs_the_hardware(
     assert (out / "report.md").read_text().rstrip().endswith("nothing installed or run.")
 
 
+@pytest.mark.bench  # minutes: make bench-test, which CI runs after make test
 def test_make_gpu_check_on_a_cpu_from_a_bare_python(bare_python, tmp_path):
     """The way a fresh machine runs it: `make gpu-check` with a python3 that has no course
     packages (nvidia-smi answers that it finds no GPU, as it may on a GPU machine with no

@@ -37,20 +37,13 @@ def outside() -> list[str]:
             if not ipaddress.ip_address(a).is_link_local]
 
 
-def reaches(address: str, port: int) -> bool:
-    try:
-        socket.create_connection((address, port), timeout=5).close()
-    except OSError:
-        return False
-    return True
-
-
 CLUSTER = """
 import json, socket, sys
 from pathlib import Path
 from helpers import data, scale_out_profile
 from helpers.lessons.nb08 import tf_config
-from tests.test_loopback_workers import outside, reaches
+from tests.test_loopback_workers import outside
+from tests.test_multiworker import reaches
 from tools import course
 
 work, found = Path(sys.argv[1]), {"ports": [], "workers": {}, "control": {}}

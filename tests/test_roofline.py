@@ -97,12 +97,15 @@ def test_numpy_anchor_and_table_and_plot(tf):
     assert ax.containers  # the IQR bars
 
 
-def test_the_plot_takes_samples_that_all_tie():
-    """Equal samples put the median on a quartile: rounding once left it 1e-16 outside, a
-    negative error bar that matplotlib refuses (a 32x32 matmul timed twice can tie)."""
-    records = [gpu_vs_cpu_benchmark._record(timing.Timing(1.0, [3e-6, 3e-6], work=2 * n**3),
+def test_samples_that_all_tie_keep_the_rate_within_its_iqr():
+    """Equal samples put the median on a quartile: rounding once left the rate 1 ulp outside
+    its IQR, a negative error bar that matplotlib refuses (a 32x32 matmul timed twice can tie)."""
+    records = [gpu_vs_cpu_benchmark._record(timing.Timing(1.0, [s, s], work=2 * n**3),
                                             "numpy matmul", "CPU", "float32", n, "cpu")
-               for n in (32, 48, 64, 96, 128)]
+               for n in (32, 48, 64, 96, 128) for s in (3e-6, 1.704004047509577e-05, 0.1)]
+    for r in records:
+        low, high = r["gflops_iqr"]
+        assert low <= r["tflops"] * 1e3 <= high
     assert gpu_vs_cpu_benchmark.plot(records).axes[0].containers
 
 
