@@ -1,11 +1,9 @@
-"""Plumbing for the Fast TensorFlow Training notebooks (docs/maintainers.md's "Layout" says which
-module serves which notebook). Importing it first turns TensorFlow's C++ log chatter down."""
+"""Plumbing for the course's notebooks; importing it first turns TensorFlow's C++ logs down."""
 
 from helpers import logs as _logs
 
 _logs.quiet_native_logs()
 
-__version__ = "0.1.0"
-#: The distribution this package comes in (pyproject.toml). Each notebook's install cell looks
-#: for its start in this file, to tell the course's ``helpers`` from another module of the name.
+__version__ = "0.2.0"  # pyproject.toml's version; each install cell looks for it here
+#: pyproject.toml's distribution: install cells find this line to tell ours from other ``helpers``
 DISTRIBUTION = "fast-tf-course-helpers"

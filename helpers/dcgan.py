@@ -3,18 +3,19 @@
 import functools
 import json
 import os
+import time
 import warnings
 from pathlib import Path
 
 import numpy as np
 from PIL import Image, ImageDraw
 
-from helpers import data
+from helpers import data, workdirs
 from helpers.devices import mixed_policy_for
-from helpers.display import Table
+from helpers.display import Table, subplots
 from helpers.errors import invalid
 from helpers.models import scoring_classifier
-from helpers.params import all_of, check, folder, integer, one_of, validate
+from helpers.params import all_of, check, enough_images, folder, integer, one_of, validate
 
 LAZY = ("FusedBatchNormalization", "HalfWordDropout")  # the layers, made by __getattr__
 KERAS_OWN = "Keras's own ops"
@@ -22,9 +23,8 @@ USED: dict[str, set[str]] = {"batch norm": set(), "dropout": set()}  # paths tak
 
 
 def choose_precision(kind: str, requested: str = "auto") -> str:
-    """The dtype policy: the device's mixed policy where one helps, unless one is forced; on a CPU
-    where oneDNN is on, Grappler's remapper off (it fails on the discriminator's gradient there)."""
-    if kind == "cpu":  # TF 2.20-2.21 fuses a bias and LeakyReLU whose sum the gradient reads
+    """The dtype policy: the device's mixed policy where one helps, unless one is forced."""
+    if kind == "cpu":  # with oneDNN, Grappler's remapper off: it fails on D's gradient (TF 2.21)
         import tensorflow as tf
         from tensorflow.python.util import _pywrap_util_port  # TensorFlow's own "oneDNN on?"
 
@@ -80,13 +80,22 @@ class History:
 
     def save(self) -> None:
         temporary = self.path.with_suffix(".tmp")
-        temporary.write_text(json.dumps(self.as_dict()))
-        os.replace(temporary, self.path)
+        with workdirs.saving(self.directory, temporary.name):  # a full disk: one line, no .tmp
+            temporary.write_text(json.dumps(self.as_dict()))
+            os.replace(temporary, self.path)
 
     def load(self, step: int) -> None:
-        saved = json.loads(self.path.read_text()) if self.path.exists() else {}
-        self.losses = [row for row in saved.get("losses", []) if row[0] <= step]
-        self.epochs = [row for row in saved.get("epochs", []) if row["step"] <= step]
+        """The rows up to ``step``; a damaged file is set aside (renamed, never deleted)."""
+        try:
+            saved = json.loads(self.path.read_text()) if self.path.exists() else {}
+            self.losses = [[int(at), float(d), float(g)] for at, d, g in saved.get("losses", [])
+                           if at <= step]
+            self.epochs = [row for row in saved.get("epochs", []) if float(row["step"]) <= step]
+        except (OSError, ValueError, TypeError, AttributeError, KeyError, RecursionError):
+            aside = self.path.rename(f"{self.path}.unreadable-{time.time():.0f}")
+            print(f"WARNING: the loss history up to step {step} could not be read; it was set "
+                  f"aside as {aside.name}, and the run goes on from its checkpoint without it.")
+            self.losses, self.epochs = [], []
 
     def add_losses(self, pending) -> None:
         """``(step, d_loss, g_loss)`` tensors to rows: one wait for the device for the lot."""
@@ -96,7 +105,8 @@ class History:
                   epochs: int | None = None) -> dict:
         """Save the epoch's grid and score; print one line (with ``epochs``: the time left)."""
         grid = self.directory / "grids" / f"epoch_{epoch + 1:04d}.png"
-        Image.fromarray(_canvas(generator(self.fixed_noise, training=False))).save(grid)
+        with workdirs.saving(self.directory, f"grids/{grid.name}"):
+            Image.fromarray(_canvas(generator(self.fixed_noise, training=False))).save(grid)
         row = {"epoch": epoch + 1, "step": step, "seconds": seconds,
                "images_per_s": images / seconds if seconds else None, "grid": grid.name}
         if self.scorer is not None:
@@ -127,19 +137,16 @@ def duration(seconds: float) -> str:
 def _canvas(generated, columns: int = 4) -> np.ndarray:  # (N, H, W, C) in [-1, 1]: a uint8 grid
     images = np.uint8(np.clip((np.asarray(generated, dtype="float32") + 1) * 127.5, 0, 255))
     n, h, w, c = images.shape
-    canvas = np.zeros((-(-n // columns) * h, columns * w, c), dtype=np.uint8)
-    for i, image in enumerate(images):
-        r, col = divmod(i, columns)
-        canvas[r * h : (r + 1) * h, col * w : (col + 1) * w] = image
+    rows = -(-n // columns)
+    images = np.concatenate([images, np.zeros((rows * columns - n, h, w, c), np.uint8)])
+    canvas = images.reshape(rows, columns, h, w, c).swapaxes(1, 2).reshape(rows * h, -1, c)
     return canvas[..., 0] if c == 1 else canvas
 
 
 def show_grids(grids: dict):
     """Generator outputs side by side: ``{title: (N, H, W, C) in [-1, 1]}``."""
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, len(grids), figsize=(2.6 * len(grids), 2.8), squeeze=False,
-                             layout="tight")
+    fig, axes = subplots(1, len(grids), figsize=(2.6 * len(grids), 2.8), squeeze=False,
+                         layout="tight")
     for ax, (title, generated) in zip(axes[0], grids.items(), strict=True):
         ax.imshow(_canvas(generated), cmap="gray", vmin=0, vmax=255)
         ax.set(title=title, xticks=[], yticks=[])
@@ -165,10 +172,9 @@ def make_gif(grids: list[Path], path, scale: int = 4) -> Path:
 
 def plot_history(history: dict, real: dict | None = None, marks: dict | None = None):
     """Losses against equilibrium, epoch scores against real images'; ``marks``: {label: step}."""
-    import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
-    fig, (left, mid, right) = plt.subplots(1, 3, figsize=(13, 3.5), layout="tight")
+    fig, (left, mid, right) = subplots(1, 3, figsize=(13, 3.5), layout="tight")
     losses = np.array(history["losses"]) if history["losses"] else np.zeros((0, 3))
     left.plot(losses[:, 0], losses[:, 1], label="discriminator", linewidth=0.8)
     left.plot(losses[:, 0], losses[:, 2], label="generator", linewidth=0.8)
@@ -211,11 +217,9 @@ def ablation_table(rows: dict, rates: dict):
 
 def plot_ablation(rates: dict):
     """The ablation as bars: median images/s, and the interquartile range of the rounds."""
-    import matplotlib.pyplot as plt
-
     names = list(rates)[::-1]
     q = np.array([np.percentile(rates[name], [25, 50, 75]) for name in names])
-    fig, ax = plt.subplots(figsize=(8, 0.45 * len(names) + 1.2), layout="tight")
+    fig, ax = subplots(figsize=(8, 0.45 * len(names) + 1.2), layout="tight")
     ax.barh(names, q[:, 1], xerr=[q[:, 1] - q[:, 0], q[:, 2] - q[:, 1]], capsize=4)
     ax.set(xlabel="images/s (bar: median; whiskers: interquartile range of the rounds)",
            title="what each change buys, on this device")
@@ -224,9 +228,7 @@ def plot_ablation(rates: dict):
 
 def plot_classes(generated, real, class_names):
     """Each class's share in generated images beside the real data's (a few tall bars: collapse)."""
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(8, 3), layout="tight")
+    fig, ax = subplots(figsize=(8, 3), layout="tight")
     x = np.arange(len(class_names))
     for offset, (name, labels) in zip((-0.2, 0.2), (("generated", generated), ("real", real)),
                                       strict=True):
@@ -435,7 +437,8 @@ def gan_rules(*, dataset, architecture, epochs, batch_size, d_steps, precision, 
         d_steps=(d_steps, integer(1, 10)),
         precision=(precision, one_of("auto", "float32", "mixed_float16", "mixed_bfloat16")),
         xla=(xla, one_of("auto", "on", "off")),
-        max_images=(max_images, integer(64, 10_000_000)))
+        max_images=(max_images, all_of(integer(64, 10_000_000),
+                                       enough_images(batch_size, batches=1, name="batch_size"))))
 
 
 def check_parameters(*, work_dir, **gan):

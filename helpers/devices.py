@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-from helpers.errors import AcceleratorUnavailable, LateConfigurationError, invalid, too_late
-from helpers.params import ACCELERATORS
+from helpers.errors import AcceleratorUnavailable, LateConfigurationError, too_late
+from helpers.params import ACCELERATORS, check, one_of
 
 DEVICE_MIME = "application/vnd.fast-tf-course.device+json"
 TPU_INSTALL_HINT = ("pip install tensorflow-tpu==<your TF version> --find-links "
@@ -86,22 +86,19 @@ def tpu_hardware_present(environ: Mapping[str, str] | None = None) -> bool:
             or bool(glob.glob("/dev/accel[0-9]*") or glob.glob("/dev/vfio/[0-9]*")))
 
 
-def detect_tpu(platform: str | None = None, environ: Mapping[str, str] | None = None,
-               resolver_factory: Callable | None = None) -> TPUStatus:
+def detect_tpu(environ: Mapping[str, str] | None = None) -> TPUStatus:
     """Find a TPU, touching no network without one (on Colab ``tpu='local'``: a bare call fails)."""
-    platform = platform or detect_platform(environ)
+    platform = detect_platform(environ)
     if not tpu_hardware_present(environ):
         return TPUStatus(hardware=False)
     if platform == "colab" and not (_installed("libtpu") or _installed("tensorflow_tpu")):
         return TPUStatus(True, message="this Colab TPU runtime has no TensorFlow TPU support: "
                          + TPU_INSTALL_HINT)
-    if resolver_factory is None:
-        import tensorflow as tf
+    import tensorflow as tf
 
-        resolver_factory = tf.distribute.cluster_resolver.TPUClusterResolver
     kwargs = {"tpu": "local"} if platform == "colab" else {}
     try:
-        resolver = resolver_factory(**kwargs)
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(**kwargs)
     except Exception as error:  # the resolver raises ValueError, NotFoundError, ...
         return TPUStatus(True, message=f"a TPU seems attached but TensorFlow could not resolve it "
                          f"({error}); {TPU_INSTALL_HINT}")
@@ -109,15 +106,13 @@ def detect_tpu(platform: str | None = None, environ: Mapping[str, str] | None = 
     return TPUStatus(hardware=True, resolver=resolver, message=f"TPU found through {call}")
 
 
-def verdict(gpus: list[GPU], tpu: TPUStatus, platform: str = "local",
-            smi: list[dict] | None = None, jax_tpu: bool | None = None) -> Verdict:
-    """What this runtime can train on, and what to do (``jax_tpu``: can JAX drive the TPU)."""
+def verdict(gpus: list[GPU], tpu: TPUStatus, platform: str = "local", smi=None) -> Verdict:
+    """What this runtime can train on, and what to do."""
     if tpu.usable:
         return Verdict("tpu", "TPU: ready for TensorFlow's TPUStrategy.",
                        "Notebook 06 trains on it with TPUStrategy; notebooks 09 and 10 with JAX "
                        "and PyTorch/XLA.")
-    jax_tpu = _installed("jax") and _installed("libtpu") if jax_tpu is None else jax_tpu
-    if tpu.hardware and jax_tpu:
+    if tpu.hardware and _installed("jax") and _installed("libtpu"):  # JAX can drive the TPU
         return Verdict("cpu", "TPU for JAX and PyTorch/XLA only: TensorFlow cannot use this TPU.",
                        "Notebook 09 trains on it with Keras 3 on JAX, notebook 10 with PyTorch/XLA "
                        "(the engines table says which of them this runtime has). TensorFlow's "
@@ -183,11 +178,10 @@ def _version(*distributions: str) -> str | None:  # "name version" of the first 
     return None
 
 
-def engines_here(version: Callable[..., str | None] = _version, hardware: bool | None = None,
-                 gpus: int | None = None) -> list[list[str]]:
+def engines_here(version: Callable[..., str | None] = _version) -> list[list[str]]:
     """Each engine, its version, what it can drive here, its notebooks; importing no engine."""
-    tpu = tpu_hardware_present() if hardware is None else hardware
-    gpus = len(nvidia_smi()) if gpus is None else gpus
+    tpu = tpu_hardware_present()
+    gpus = len(nvidia_smi())
     kind = "TPU" if tpu else ("GPU" if gpus else None)
     libtpu = version("libtpu", "libtpu-nightly") is not None
     tf = version("tensorflow-tpu", "tensorflow", "tensorflow-cpu")
@@ -292,15 +286,12 @@ def split_cpu(count: int) -> int:
 def accelerator_rule(tpu: TPUStatus | None = None, gpus: list | None = None):
     """A :mod:`helpers.params` rule: one of ``ACCELERATORS`` that this runtime has."""
     def rule(name: str, value: object) -> object:
-        if value not in ACCELERATORS:
-            raise invalid(name, value, f"allowed values are {', '.join(map(repr, ACCELERATORS))}")
+        one_of(*ACCELERATORS)(name, value)
         has_gpu = bool(list_gpus() if gpus is None else gpus)
         has_tpu = (detect_tpu() if tpu is None else tpu).usable
         here = ["auto", "cpu"] + (["gpu"] if has_gpu else []) + (["tpu"] if has_tpu else [])
-        if value not in here:
-            raise invalid(name, value, f"this runtime has no {str(value).upper()}; allowed here: "
-                          f"{', '.join(map(repr, here))}")
-        return value
+        return check(lambda v: v in here, f"this runtime has no {str(value).upper()}; allowed "
+                     f"here: {', '.join(map(repr, here))}")(name, value)
 
     return rule
 
@@ -351,11 +342,9 @@ def bfloat16_native(kind: str, gpus: list[GPU] | None = None, cpuinfo: str | Non
         versions = [tuple(int(part) for part in (g.compute_capability or "0.0").split("."))
                     for g in gpus]
         return bool(versions) and min(versions) >= (8, 0)
-    if cpuinfo is None:
-        cpuinfo = ""
-        with contextlib.suppress(OSError):
-            cpuinfo = Path("/proc/cpuinfo").read_text()
-    return bool({"avx512_bf16", "amx_bf16"} & set(cpuinfo.split()))  # AVX512_BF16 or AMX_BF16
+    with contextlib.suppress(OSError):
+        cpuinfo = Path("/proc/cpuinfo").read_text() if cpuinfo is None else cpuinfo
+    return bool({"avx512_bf16", "amx_bf16"} & set((cpuinfo or "").split()))
 
 
 def mixed_policy_for(kind: str, cpu_bf16: bool | None = None) -> str | None:

@@ -34,20 +34,24 @@ class Table:  # shown as HTML in a notebook and as aligned text everywhere else
         return f"<table>{caption}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def image_grid(images, labels=None, class_names=None, count: int = 16, title: str = ""):
-    """The first ``count`` images (uint8 or float, NHWC) in a square grid, as a figure."""
+def subplots(*args, **kwargs):
+    """``matplotlib.pyplot.subplots``, imported on first use: importing a module stays light."""
     import matplotlib.pyplot as plt
 
+    return plt.subplots(*args, **kwargs)
+
+
+def image_grid(images, labels=None, class_names=None, count: int = 16, title: str = ""):
+    """The first ``count`` images (uint8 or float, NHWC) in a square grid, as a figure."""
     count = min(count, len(images))
     side = math.ceil(math.sqrt(count))
-    fig, axes = plt.subplots(side, side, figsize=(1.6 * side, 1.6 * side + 0.3), squeeze=False)
+    fig, axes = subplots(side, side, figsize=(1.6 * side, 1.6 * side + 0.3), squeeze=False)
     for i, ax in enumerate(axes.flat):
         ax.axis("off")
         if i >= count:
             continue
         image = np.asarray(images[i])
-        gray = image.shape[-1] == 1
-        ax.imshow(image[..., 0] if gray else image, cmap="gray" if gray else None)
+        ax.imshow(image[..., 0] if image.shape[-1] == 1 else image, cmap="gray")  # RGB ignores it
         if labels is not None:
             label = int(labels[i])
             ax.set_title(class_names[label] if class_names else str(label), fontsize=8)

@@ -77,20 +77,22 @@ class WorkersRefused(RuntimeError):
     """Workers that listen on ports were not started: other machines could reach them here."""
 
 
+class DiskFull(OSError):
+    """A save failed because its disk is full; what it had written was removed."""
+
+
 class RunSettingsChanged(RuntimeError):
     """A run folder holds a run made with other settings: nothing is loaded or deleted."""
 
 
 class ExerciseNotDone(RuntimeError):
-    def __init__(self, message: str = "The exercise still holds its placeholder (`...`): "
-                 "complete it, run it, then run its check."):
-        super().__init__(message)
+    """An exercise still holds its placeholder (``...``): exercises.check says so in one line."""
 
 
 ONE_LINE_ERRORS: tuple[type[BaseException], ...] = (  # what a notebook shows as its one line
     ParameterError, LateConfigurationError, AcceleratorUnavailable, NoTensorFlowError,
     MemoryBudgetExceeded, ChildOutOfMemory, ChildDied, ChildTimeout, EngineError,
-    RunSettingsChanged, WorkFolderBusy, WorkersRefused, RunUnreadable, ExerciseNotDone)
+    RunSettingsChanged, WorkFolderBusy, WorkersRefused, RunUnreadable, ExerciseNotDone, DiskFull)
 
 
 def _one_line(shell, etype, evalue, tb, tb_offset=None):

@@ -8,6 +8,7 @@ from collections.abc import Callable
 import numpy as np
 
 from helpers.devices import device_name
+from helpers.display import subplots
 from helpers.logs import native_noise_filtered
 from helpers.params import all_of, boolean, fits_in_memory, integer, list_of, one_of, validate
 from helpers.timing import Timing, device_sync, no_sync
@@ -25,7 +26,6 @@ def _nvidia(label: str, float32: float, float16: float, tf32: float | None = Non
     return Peak(f"NVIDIA {label}", {"float32": float32, "float16": float16, **tensor_cores})
 
 
-_V5E = Peak("TPU v5e core", {"bfloat16": 197})
 PEAKS = [  # (pattern, peak): see find_peak
     ("H200", _nvidia("H200 SXM", 67, 989.5, tf32=494.7)),
     ("H100 PCIe", _nvidia("H100 PCIe", 51.2, 756, tf32=378)),
@@ -37,9 +37,8 @@ PEAKS = [  # (pattern, peak): see find_peak
     ("P100", _nvidia("P100 PCIe", 9.3, 18.7)),
     ("TPU v2", Peak("TPU v2 core", {"bfloat16": 22.5})),
     ("TPU v3", Peak("TPU v3 core", {"bfloat16": 61.5})),
-    ("TPU v5e", _V5E),
-    ("TPU v5litepod", _V5E),  # what TPU_ACCELERATOR_TYPE calls a v5e ("v5litepod-8")
-    ("TPU v5 lite", _V5E),
+    *[(name, Peak("TPU v5e core", {"bfloat16": 197}))  # "v5litepod-8": TPU_ACCELERATOR_TYPE's
+      for name in ("TPU v5e", "TPU v5litepod", "TPU v5 lite")],
 ]
 
 
@@ -116,10 +115,9 @@ def table_rows(records: list[dict]) -> list[list]:
 
 def plot(records: list[dict], title: str = "Matmul throughput by size"):
     """GFLOP/s (median, IQR bars) against matrix size, a line per device and dtype, peaks dashed."""
-    import matplotlib.pyplot as plt
     from matplotlib.ticker import LogLocator
 
-    fig, ax = plt.subplots(figsize=(7, 4), layout="tight")
+    fig, ax = subplots(figsize=(7, 4), layout="tight")
     for key in dict.fromkeys((r["device"], r["dtype"]) for r in records):
         points = sorted((r for r in records if (r["device"], r["dtype"]) == key),
                         key=lambda r: r["size"])
@@ -185,10 +183,8 @@ def ratio_lines(rates: dict, pairs: list[tuple[str, str]]) -> list[str]:
 
 def plot_rates(rates: dict, panels: dict, title: str = ""):
     """Bars of median images/s, min-max over the rounds, a panel per {x label: [run labels]}."""
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 3.8), squeeze=False,
-                             layout="tight")
+    fig, axes = subplots(1, len(panels), figsize=(4.5 * len(panels), 3.8), squeeze=False,
+                         layout="tight")
     for ax, (xlabel, labels) in zip(axes[0], panels.items(), strict=True):
         low, mid, high = np.percentile([rates[k] for k in labels], [0, 50, 100], axis=1)
         bars = ax.bar(labels, mid, yerr=[mid - low, high - mid], capsize=4)
@@ -201,9 +197,7 @@ def plot_rates(rates: dict, panels: dict, title: str = ""):
 
 def plot_timelines(timelines: dict, title: str = ""):
     """A lane per loop {name: [(call returned, value read) per step]}, from the last event."""
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(8, 1.2 + 0.9 * len(timelines)), layout="tight")
+    fig, ax = subplots(figsize=(8, 1.2 + 0.9 * len(timelines)), layout="tight")
     for lane, times in enumerate(timelines.values()):
         returned, read = np.transpose(times) * 1e3
         events = np.sort(np.concatenate([[0.0], returned, read]))

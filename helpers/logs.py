@@ -1,15 +1,10 @@
-"""Quiet logs: TensorFlow's C++ start-up chatter (turned down at ``import helpers``, filtered by
-:func:`native_noise_filtered`) and warnings learners can't act on (:func:`import_tensorflow`)."""
+"""Quiet logs: TensorFlow's C++ start-up chatter, and warnings learners can't act on."""
 
-from __future__ import annotations
-
-import atexit
 import contextlib
 import importlib.util
 import logging
 import os
 import re
-import select
 import subprocess
 import sys
 import tempfile
@@ -95,126 +90,71 @@ def import_tensorflow():
     return tf
 
 
-#: The filter process behind :func:`native_noise_filtered`: passes on each line not noise at once,
-#: the noise too if the block fails or the process dies in it. argv: pattern, block-end, ack fd.
+#: One filter process per block: real lines passed on at once, the noise too if the block fails
 _FILTER_CODE = r"""
 import os, re, select, signal, sys
 signal.signal(signal.SIGINT, signal.SIG_IGN)
-noise, marker, ack = re.compile(sys.argv[1].encode()), sys.argv[2].encode(), int(sys.argv[3])
-buf, held = b"", []
-HEADER = b"[native messages hidden while the call ran, shown because it failed:]\n"
-while True:
+noise, marker = re.compile(sys.argv[1].encode()), sys.argv[2].encode()
+buf, held, failed, ended = b"", [], True, False
+while not ended:
     if buf and not select.select([0], [], [], 0.2)[0]:
         os.write(1, buf)  # a line without its end, and nothing more coming: pass it on
         buf = b""
     chunk = os.read(0, 65536)
-    if not chunk:
-        break
-    buf += chunk
-    while buf:
-        at, newline = buf.find(marker), buf.find(b"\n")
-        if at != -1 and (newline == -1 or at < newline):
-            end = buf.find(b"\n", at)
-            if end == -1:
-                break
-            os.write(1, buf[:at])
-            failed = buf[at + len(marker):end] == b"failed"
-            buf = buf[end + 1:]
-            if failed and held:
-                os.write(1, HEADER + b"".join(held))
-            held = []
-            os.write(ack, b"k")
-            continue
-        if newline == -1:
+    ended = not chunk  # the process died in the block: everything is shown
+    *lines, buf = (buf + chunk).split(b"\n")
+    for line in lines:
+        if marker in line:  # the block's end, "ok" or "failed"
+            before, _, status = line.partition(marker)
+            os.write(1, before)
+            failed, ended = status == b"failed", True
             break
-        line, buf = buf[:newline + 1], buf[newline + 1:]
         if noise.match(line):
-            held.append(line)
+            held.append(line + b"\n")
         else:
-            os.write(1, line)
-if buf and not buf.endswith(b"\n"):
-    buf += b"\n"
-os.write(1, buf + (HEADER + b"".join(held) if held else b""))  # died inside a block: show it all
+            os.write(1, line + b"\n")
+if buf:
+    os.write(1, buf + b"\n")
+if failed and held:
+    os.write(1, b"[native messages hidden while the call ran, shown because it failed:]\n")
+    os.write(1, b"".join(held))
 """
 
 #: ends a block in the filter's input (no NUL: it travels in argv)
 _MARKER = f"\x1ffast-tf-course-native-filter-end-{os.getpid()}:"
+_LOCK, _depth = threading.Lock(), 0  # blocks open in this process: only the outermost filters
 
 
-class _NativeFilter:
-    """One filter process per target of file descriptor 2, started on first use."""
-
-    def __init__(self):
-        self.lock, self.depth, self.process = threading.RLock(), 0, None
-        self.write_fd = self.ack_fd = self.target = None  # target: fd 2's (st_dev, st_ino)
-
-    def _ensure(self) -> bool:
-        if os.name != "posix":
-            return False
-        try:
-            info = os.fstat(2)
-        except OSError:
-            return False
-        target = (info.st_dev, info.st_ino)
-        if self.process is not None and self.process.poll() is None and self.target == target:
-            return True
-        self._stop()
-        read_fd, write_fd = os.pipe()
-        ack_read, ack_write = os.pipe()
-        try:
-            self.process = subprocess.Popen(
-                [sys.executable, "-I", "-c", _FILTER_CODE, NATIVE_NOISE.pattern, _MARKER,
-                 str(ack_write)], stdin=read_fd, stdout=2, stderr=subprocess.DEVNULL,
-                pass_fds=(ack_write,), start_new_session=True)
-        except (OSError, ValueError):
-            for fd in (read_fd, write_fd, ack_read, ack_write):
-                os.close(fd)
-            return False
-        os.close(read_fd)  # the filter process holds these ends now
-        os.close(ack_write)
-        self.write_fd, self.ack_fd, self.target = write_fd, ack_read, target
-        return True
-
-    def _stop(self) -> None:
-        if self.write_fd is not None:
-            os.close(self.write_fd)
-            os.close(self.ack_fd)
-            self.write_fd = self.ack_fd = None
-        if self.process is not None:
-            try:
-                self.process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-            self.process = None
-
-    def end_block(self, failed: bool) -> None:
-        """Tell the process the block ended, and wait until it has passed everything on."""
-        with contextlib.suppress(OSError):  # the filter died: nothing to wait for
-            os.write(self.write_fd, f"{_MARKER}{'failed' if failed else 'ok'}\n".encode())
-            if select.select([self.ack_fd], [], [], 10)[0]:
-                os.read(self.ack_fd, 1)
-
-
-_FILTER = _NativeFilter()
-atexit.register(_FILTER._stop)  # lets it pass on the last lines before the process ends
+def _start_filter():
+    """A filter process printing to fd 2, and the write end of its input; (None, None) if none."""
+    read_fd, write_fd = os.pipe()
+    try:
+        process = subprocess.Popen([sys.executable, "-I", "-c", _FILTER_CODE, NATIVE_NOISE.pattern,
+                                    _MARKER], stdin=read_fd, stdout=2, stderr=subprocess.DEVNULL,
+                                   start_new_session=True)
+    except (OSError, ValueError):
+        os.close(write_fd)
+        return None, None
+    finally:
+        os.close(read_fd)
+    return process, write_fd
 
 
 @contextlib.contextmanager
 def native_noise_filtered():
-    """Filter :data:`NATIVE_NOISE` from fd 2 in the block (``_FILTER_CODE``, or a file read at the
-    end), showing it if the block raises or the process dies in it. Nested blocks share one."""
-    with _FILTER.lock:
-        outer = _FILTER.depth == 0
-        _FILTER.depth += 1
+    """Filter :data:`NATIVE_NOISE` from fd 2 in the block; all shown if it fails or dies in it."""
+    global _depth
+    with _LOCK:
+        outer, _depth = _depth == 0, _depth + 1
     try:
         if not outer:
             yield
             return
         sys.stderr.flush()
-        filtered = _FILTER._ensure()
-        captured = None if filtered else tempfile.TemporaryFile(mode="w+b")
+        process, write_fd = _start_filter()
+        captured = None if process else tempfile.TemporaryFile(mode="w+b")  # read at the end
         saved = os.dup(2)
-        os.dup2(_FILTER.write_fd if filtered else captured.fileno(), 2)
+        os.dup2(write_fd if process else captured.fileno(), 2)
         failed = True
         try:
             yield
@@ -223,8 +163,12 @@ def native_noise_filtered():
             sys.stderr.flush()
             os.dup2(saved, 2)
             os.close(saved)
-            if filtered:
-                _FILTER.end_block(failed)
+            if process:  # the block's end: wait until the filter has passed everything on
+                with contextlib.suppress(OSError):  # the filter died: nothing to wait for
+                    os.write(write_fd, f"{_MARKER}{'failed' if failed else 'ok'}\n".encode())
+                os.close(write_fd)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    process.wait(timeout=10)
             else:
                 with captured:
                     captured.seek(0)
@@ -233,6 +177,5 @@ def native_noise_filtered():
                 if rest.strip():
                     sys.stderr.write(rest)
     finally:
-        with _FILTER.lock:
-            _FILTER.depth -= 1
-
+        with _LOCK:
+            _depth -= 1

@@ -9,10 +9,10 @@ import resource
 import signal
 import sys
 import textwrap
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait
+from pathlib import Path
 
 import numpy as np
 
@@ -97,7 +97,7 @@ def child_memory_setup(task: dict) -> str:
 
     name, source = task["memory_setup"]
     namespace = {"tf": tf}
-    exec(compile(source, f"<the caller's {name}>", "exec"), namespace)  # noqa: S102
+    exec(compile(source, f"<the caller's {name}>", "exec"), namespace)
     limit = int(task.get("gpu_limit_mb") or 0)
     gpus = tf.config.list_physical_devices("GPU")
     namespace[name](gpus, limit)
@@ -119,8 +119,7 @@ def _child_main(task: dict) -> dict:  # in a fresh process: build, train, return
         model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
     # the step's growth: the peak during training over the resident memory just before it
     try:  # restart the peak (VmHWM) from now (Linux 4.0+); else it runs on from the start
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
+        Path("/proc/self/clear_refs").write_text("5")
         before = current_rss_mb()
     except OSError:
         before = peak_rss_mb()
@@ -182,20 +181,12 @@ def run_in_child(target, task, timeout: float = 600, what: str = "") -> dict:
     writer.close()  # the child holds the only writing end: its death reads as end of file
     reply = None
     try:
-        deadline = time.monotonic() + timeout
-        while reply is None:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise ChildTimeout(f"the child process ({what}) did not report back within "
-                                   f"{timeout:g} s; it was killed", child.pid)
-            ready = wait([reader, child.sentinel], timeout=left)
-            if reader in ready:
-                try:
-                    reply = reader.recv()
-                except EOFError:  # it died; its exit code says how
-                    break
-            elif child.sentinel in ready and not reader.poll():
-                break
+        if not wait([reader, child.sentinel], timeout=timeout):
+            raise ChildTimeout(f"the child process ({what}) did not report back within "
+                               f"{timeout:g} s; it was killed", child.pid)
+        if reader.poll():  # a reply, or the end of the pipe: it died, its exit code says how
+            with contextlib.suppress(EOFError):
+                reply = reader.recv()
     finally:
         reader.close()
         child.join(timeout=30 if reply is not None else 0.5)

@@ -1,8 +1,10 @@
 """Rules for papermill parameters: :func:`validate` raises a one-line :class:`ParameterError`."""
 
 import contextlib
+import difflib
 import math
 import os
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -103,13 +105,14 @@ def list_of(item: Rule, allowed: str) -> Rule:
     return rule
 
 
-def enough_images(global_batch: object, batches: int = 2) -> Rule:
-    """Allow at least ``batches`` global batches of images (``global_batch``: its raw value)."""
-    def rule(name: str, value: object) -> object:
-        least = batches * global_batch if _whole(global_batch) and global_batch >= 1 else 0
+def enough_images(batch: object, batches: int = 2, name: str = "global_batch_size") -> Rule:
+    """Allow at least ``batches`` batches of images (``batch``: the raw value of ``name``)."""
+    def rule(label: str, value: object) -> object:
+        least = batches * batch if _whole(batch) and batch >= 1 else 0
         if _whole(value) and value < least:
-            raise invalid(name, value, f"at least {batches} global batches "
-                          f"({least} images for global_batch_size={global_batch})")
+            what = "global batch" if name == "global_batch_size" else "batch"
+            raise invalid(label, value, f"at least {batches} {what}{'es' * (batches > 1)} "
+                          f"({least} images for {name}={batch})")
         return value
 
     return rule
@@ -128,6 +131,7 @@ def all_of(*rules: Rule) -> Rule:
 def validate(echo: bool = True, **specs: tuple[object, Rule]) -> SimpleNamespace:
     """Check each ``name=(value, rule)``; the values as attributes (printed with ``echo``)."""
     errors.show_as_one_line()  # in IPython, what the rules raise shows as one line
+    unknown_injected()
     values = {}
     for name, spec in specs.items():
         if not (isinstance(spec, tuple) and len(spec) == 2 and callable(spec[1])):
@@ -136,6 +140,25 @@ def validate(echo: bool = True, **specs: tuple[object, Rule]) -> SimpleNamespace
     if echo:
         print("Parameters:", ", ".join(f"{name}={value!r}" for name, value in values.items()))
     return SimpleNamespace(**values)
+
+
+def unknown_injected() -> None:
+    """A one-line error for a name papermill injected (``-p max_image 128``) that the notebook's
+    typed parameters cell, the cell run just before papermill's, does not define."""
+    with contextlib.suppress(ImportError):
+        from IPython import get_ipython
+
+        shell = get_ipython()
+        history = list(getattr(shell, "user_ns", {}).get("In", []))
+        at = max((i for i, cell in enumerate(history) if cell.startswith("# Parameters\n")),
+                 default=0)
+        known = re.findall(r"(?m)^(\w+): ", history[at - 1]) if at else []
+        for name in re.findall(r"(?m)^(\w+) = ", history[at]) if known else []:
+            if name not in known:
+                near = difflib.get_close_matches(name, known, 1)
+                hint = f"the nearest is {near[0]}" if near else f"it has {', '.join(known)}"
+                raise invalid(name, shell.user_ns.get(name),
+                              f"this notebook has no parameter {name} ({hint})")
 
 
 def proc_kib(path: str, key: str) -> int | None:

@@ -1,7 +1,4 @@
-"""Fresh processes with TensorFlow imported (07's trials, 08's workers), from a fork server or a
-:class:`Host` (loopback-only network). Modules that end children at exit import this first."""
-
-from __future__ import annotations
+"""Fresh processes with TensorFlow imported (07's, 08's), from a fork server or a :class:`Host`."""
 
 import contextlib
 import ctypes
@@ -32,9 +29,7 @@ LAUNCHER_ENV = "COURSE_LAUNCHER_PID"
 
 
 def context():
-    """The ``multiprocessing`` context children come from: the fork server, or ``spawn``."""
-    if "forkserver" not in multiprocessing.get_all_start_methods():
-        return multiprocessing.get_context("spawn")
+    """The ``multiprocessing`` context children come from: the fork server (POSIX only)."""
     server = multiprocessing.get_context("forkserver")
     server.set_forkserver_preload(PRELOAD)  # read when the server starts
     return server
@@ -48,8 +43,7 @@ def start_script(script, args: list[str], env: dict[str, str], log) -> multiproc
 
 
 def _run_script(script: str, args: list[str], env: dict[str, str], log: str) -> None:
-    if os.name == "posix":
-        os.setsid()
+    os.setsid()
     os.environ.clear()
     os.environ.update(env)
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -80,7 +74,7 @@ def follow_launcher(interval_s: float = 1.0) -> None:
     def watch() -> None:
         while not gone():
             time.sleep(interval_s)
-        if os.name == "posix" and os.getpgid(0) == os.getpid():  # its own group: all of it
+        if os.getpgid(0) == os.getpid():  # its own group: all of it
             os.killpg(os.getpid(), signal.SIGKILL)
         os.kill(os.getpid(), signal.SIGKILL)
 
@@ -112,8 +106,7 @@ def enter_own_network() -> str | None:
     return f"its network namespace still has {', '.join(others)}" if others else None
 
 
-#: A Host's LD_PRELOAD where it gets no namespace: bind() to a wildcard address made loopback
-#: (0.0.0.0 -> 127.0.0.1; [::] -> ::ffff:127.0.0.1, IPv4's loopback on a dual-stack socket)
+#: A Host's LD_PRELOAD without a namespace: wildcard binds made loopback ([::]: ::ffff:127.0.0.1)
 LOOPBACK_C = r"""#define _GNU_SOURCE
 #include <dlfcn.h>
 #include <netinet/in.h>
@@ -168,8 +161,7 @@ class Child:  # a process a Host forked, read as a multiprocessing.Process
 
 
 class Host:
-    """A fork server in a network of its own, or given a ``shim`` (:func:`loopback_shim`), in
-    this machine's with it preloaded; else ``refused``: why. It ends with its maker."""
+    """A fork server in a network of its own, or in this one with ``shim``; else ``refused``."""
     def __init__(self, shim: str | None = None):
         code = f"from helpers.processes import _serve; _serve({PRELOAD!r}, {shim!r})"
         root = str(Path(__file__).resolve().parent.parent)  # where this helpers is

@@ -1,7 +1,4 @@
-"""Plumbing of notebook 08: replica devices; :func:`run_cluster` (workers no other machine can
-reach, restarted from the newest checkpoint when one dies); :func:`read_trace` (no TensorBoard)."""
-
-from __future__ import annotations
+"""Plumbing of notebook 08: replica devices, isolated local clusters, traces read without TB."""
 
 import atexit
 import collections
@@ -22,6 +19,7 @@ import numpy as np
 from helpers import devices, processes
 from helpers import params as rules
 from helpers.data_parallel import batch_rule
+from helpers.display import subplots
 from helpers.errors import ChildTimeout, LateConfigurationError, WorkersRefused, too_late
 from helpers.timing import steady_state
 
@@ -35,8 +33,7 @@ def replica_counts(largest: int) -> list[int]:
 
 
 def replica_devices(count: int) -> ReplicaDevices:
-    """Devices for ``count`` replicas, set before TensorFlow's first op: several GPUs as they
-    are, else one GPU split (80% of its memory, at most 2 GiB each), else the CPU split."""
+    """Devices for ``count`` replicas: several GPUs, else one GPU split (<= 2 GiB each), or CPU."""
     import tensorflow as tf
 
     gpus = tf.config.list_physical_devices("GPU")
@@ -65,8 +62,7 @@ def replica_devices(count: int) -> ReplicaDevices:
 
 
 def read_split(by_batch: float, by_replicas: float, noise: float, shared: bool) -> str:
-    """The batch's and the replicas' factors, each counted only beyond twice ``noise`` (the larger
-    gap between a run and its repeat: one repeat understates the spread)."""
+    """The batch's and the replicas' factors, counted beyond twice ``noise`` (run vs repeat)."""
     def change(factor: float) -> str:
         if abs(factor - 1) <= 2 * noise:
             return f"changed nothing beyond the noise ({factor:.2f}x, within ±{2 * noise:.0%})"
@@ -77,13 +73,10 @@ def read_split(by_batch: float, by_replicas: float, noise: float, shared: bool) 
 
 
 def plot(rows: list[dict], description: str):
-    """Images/s against replicas, beside perfect scaling from the first run; the last three rows
-    (one replica at the largest batch, the first and the widest runs again) as points."""
-    import matplotlib.pyplot as plt
-
+    """Images/s against replicas beside perfect scaling; the last three rows as points."""
     *swept, alone, again, widest_again = rows
     counts, measured = [r["replicas"] for r in swept], [r["images_per_s"] for r in swept]
-    fig, ax = plt.subplots(figsize=(6, 3.5), layout="tight")
+    fig, ax = subplots(figsize=(6, 3.5), layout="tight")
     ax.plot(counts, measured, "o-", label="batch per replica fixed")
     ax.plot(counts, [measured[0] * c for c in counts], "--", color="gray", label="perfect scaling")
     ax.plot(1, alone["images_per_s"], "s", label=f"1 replica, global batch {alone['global_batch']}")
@@ -158,8 +151,7 @@ def outside_addresses() -> list[str]:
 
 
 def listening(groups: set[int]) -> list[tuple]:
-    """(address, port) of each TCP socket that a process of these process ``groups`` listens on
-    in this process's network, read from /proc (IPv4 on IPv6 read as IPv4)."""
+    """(address, port) of each TCP socket these process ``groups`` listen on here, from /proc."""
     here, sockets, found = os.readlink("/proc/self/ns/net"), set(), set()
     for pid in filter(str.isdigit, os.listdir("/proc")):
         with contextlib.suppress(OSError):  # it ended meanwhile
@@ -187,8 +179,7 @@ _HOST: processes.Host | None = None  # this kernel's host of workers, made at th
 
 
 def _workers_host() -> processes.Host:
-    """The host this kernel's workers are forked from: in a network namespace of its own, else
-    with the loopback shim where ``cc`` builds it; made once, again only if it died."""
+    """This kernel's workers' host (own network, else the loopback shim); remade if it died."""
     global _HOST
     if _HOST is None or (_HOST.refused is None and not _HOST.alive()):
         _HOST = processes.Host()
@@ -202,8 +193,7 @@ def _workers_host() -> processes.Host:
 
 
 def exposure(open_ports: bool) -> str:
-    """Who can reach the workers' ports, from facts; :class:`WorkersRefused` unless ``open_ports``
-    where others could."""
+    """Who can reach the workers' ports; :class:`WorkersRefused` where others could."""
     host = _workers_host()
     if host.isolated:
         return ("The workers run in a network namespace of their own, whose only interface is "
@@ -236,8 +226,7 @@ def workers_may_start(open_ports: bool) -> bool:
 
 
 def worker_devices(workers: int, gpus: int, largest: int = 0) -> tuple[list[str], str]:
-    """Each worker's ``CUDA_VISIBLE_DEVICES``, and what they run on: a GPU each where the
-    ``largest`` cluster gets one each too, from two GPUs up (a lone one is the kernel's), or CPU."""
+    """Each worker's ``CUDA_VISIBLE_DEVICES``: a GPU each where the ``largest`` cluster has too."""
     if gpus >= max(workers, largest, 2):
         return [str(i) for i in range(workers)], "one GPU each"
     return ["-1"] * workers, "the CPU"
@@ -260,9 +249,8 @@ def report_step(work_dir, attempt: int, step: int, loss: float, seconds: float) 
 def run_cluster(job: Job, work_dir, script=None, *, tf_config, max_restarts: int = 2,
                 timeout_s: float = 600.0, progress=None, open_ports: bool = False,
                 largest: int = 0) -> ClusterResult:
-    """Run ``python script JOB_FILE`` (default: ``work_dir/worker.py``) in ``job.workers``
-    processes with ``TF_CONFIG`` ``tf_config(addresses, i)``, forked by this kernel's Host (or
-    refused: :func:`exposure`), on :func:`worker_devices`; a dead worker restarts them."""
+    """``python script JOB_FILE`` in ``job.workers`` processes with ``tf_config(addresses, i)``,
+    forked by this kernel's Host (:func:`exposure`); a dead worker restarts them all."""
     exposure(open_ports)  # before anything starts: one line naming open_ports
     host = _workers_host()
     forker = host if host.refused is None else processes  # both have start_script
@@ -303,9 +291,7 @@ def run_cluster(job: Job, work_dir, script=None, *, tf_config, max_restarts: int
 
 
 def _latest_step(directory: Path) -> int:
-    steps = [int(m.group(1)) for p in directory.glob("ckpt-*.index")
-             if (m := re.match(r"ckpt-(\d+)\.index$", p.name))]
-    return max(steps, default=0)
+    return max((int(p.stem[len("ckpt-"):]) for p in directory.glob("ckpt-*.index")), default=0)
 
 
 _LIVE: set = set()  # the workers of this process that may still run: ended at exit
@@ -314,8 +300,7 @@ _READ_BACK: list[str] = []  # what the first workers all listened on, once said
 
 def _launch(work: Path, script: Path, visible: list[str], attempt: int, timeout_s: float, progress,
             tf_config, addresses: list[str], start, guard: bool) -> tuple[list[int], bool]:
-    """Run the workers: (exit codes, timed out); all stop once one fails, time is up, on exit, or
-    (``guard``: :class:`WorkersRefused`) as soon as one is read listening beyond loopback."""
+    """(exit codes, timed out); all stop if one fails, time is up, or one listens off loopback."""
     workers, timed_out, seen = [], False, len(_read_lines(work / PROGRESS_FILE))  # earlier: seen
     try:
         for index, cuda_devices in enumerate(visible):
@@ -347,8 +332,7 @@ def _launch(work: Path, script: Path, visible: list[str], attempt: int, timeout_
 
 
 def _read_back(groups: set[int], ports: set[int]) -> None:
-    """:class:`WorkersRefused` if the workers listen beyond loopback; else, once all ``ports``
-    listen, say on what (once: :func:`workers_may_start` clears it)."""
+    """:class:`WorkersRefused` if they listen beyond loopback; else say where, once all listen."""
     found = listening(groups)
     heard = [f"{ip}:{port}" if ip.version == 4 else f"[{ip}]:{port}" for ip, port in found]
     if not all(ip.is_loopback for ip, _ in found):
@@ -402,9 +386,7 @@ def _read_progress(path: Path, last_attempt: int):
 
 def plot_recovery(recovered: ClusterResult, reference: ClusterResult, kill_step: int):
     """The loss of a run that lost a worker over the uninterrupted run's, kill and resume marked."""
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 3.5), layout="tight")
+    fig, ax = subplots(figsize=(7, 3.5), layout="tight")
     ax.plot(list(reference.losses), list(reference.losses.values()), label="uninterrupted")
     ax.plot(list(recovered.losses), list(recovered.losses.values()), "--", label="with a restart")
     ax.axvline(kill_step, color="red", linestyle=":", label=f"worker killed (step {kill_step})")
@@ -526,14 +508,14 @@ def _within(start: int, end: int, steps) -> bool:
     return any(start < step_end and end > step_start for step_start, step_end in steps)
 
 
-def _union(intervals) -> list[tuple[int, int]]:
+def _union(intervals) -> list[list[int]]:
     merged: list[list[int]] = []
     for start, end in sorted(intervals):
         if merged and start <= merged[-1][1]:
             merged[-1][1] = max(merged[-1][1], end)
         else:
             merged.append([start, end])
-    return [(s, e) for s, e in merged]
+    return merged
 
 
 def _overlap(intervals, steps) -> int:
@@ -545,14 +527,19 @@ def check_parameters(*, replicas, per_replica_batch, scaling_epochs, max_images,
                      global_batch_size, worker_steps, checkpoint_every, kill_at_step,
                      profile_steps, decode_ms, work_dir, open_ports):
     """Notebook 08's parameters, checked before any work: one line names a wrong one."""
+    images = max_images if isinstance(max_images, int) and max_images > 0 else 10**12
+    most = images // replicas if isinstance(replicas, int) and replicas > 0 else images
     return rules.validate(
         replicas=(replicas, rules.integer(1, 64)),
-        per_replica_batch=(per_replica_batch, rules.integer(1, 4096)),
+        per_replica_batch=(per_replica_batch, rules.all_of(rules.integer(1, 4096), rules.check(
+            lambda v: v <= most, f"at most {most}: the sweep's widest global batch, per_replica_"
+            f"batch x replicas={replicas}, must fit in max_images={max_images}"))),
         scaling_epochs=(scaling_epochs, rules.integer(2, 100)),
         max_images=(max_images, rules.all_of(rules.integer(256, 10_000_000),
                                              rules.fits_in_memory(8 * 28 * 28))),
         workers=(workers, rules.integer(1, 8)),
-        global_batch_size=(global_batch_size, batch_rule(workers)),
+        global_batch_size=(global_batch_size, rules.all_of(batch_rule(workers), rules.check(
+            lambda v: v <= images, f"at most max_images={max_images}, the images it trains on"))),
         worker_steps=(worker_steps, rules.integer(2, 1_000_000)),
         checkpoint_every=(checkpoint_every, rules.integer(1, 1_000_000)),
         kill_at_step=(kill_at_step, rules.check(

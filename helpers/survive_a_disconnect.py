@@ -9,6 +9,7 @@ from types import SimpleNamespace
 from helpers import workdirs
 from helpers.dcgan import duration, gan_rules
 from helpers.devices import detect_platform
+from helpers.errors import ONE_LINE_ERRORS, ChildDied
 from helpers.params import all_of, boolean, check, folder, integer, number, one_of, validate
 
 
@@ -73,6 +74,21 @@ def set_aside_unreadable_index(directory) -> None:
         aside = Path(directory) / f"checkpoint.unreadable-{time.time():.0f}"
         (Path(directory) / "checkpoint").rename(aside)
         print(f"WARNING: the checkpoints' index could not be read; kept as {aside.name}.")
+
+
+def run_child(main, *args) -> None:
+    """``main(*args)`` in a child: a course error ends it with its one line (exit status 1)."""
+    try:
+        main(*args)
+    except ONE_LINE_ERRORS as error:  # a full disk, say: no traceback
+        raise SystemExit(f"{type(error).__name__}: {error}") from None  # to stderr
+
+
+def child_error(last_line: str, otherwise: str) -> Exception:
+    """The course error a child ended with (:func:`run_child` prints it last), else ChildDied."""
+    name, _, message = last_line.strip().partition(": ")
+    known = {error.__name__: error for error in ONE_LINE_ERRORS}
+    return known[name](message) if name in known else ChildDied(otherwise)
 
 
 def check_parameters(*, budget_min, checkpoint_every, run_dir, use_drive, fresh_start, **gan):

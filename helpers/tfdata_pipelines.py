@@ -4,12 +4,14 @@ import dataclasses
 import math
 import statistics
 import time
+import timeit
 from pathlib import Path
 from types import SimpleNamespace
 
 from PIL import Image
 
-from helpers import data
+from helpers import data, params
+from helpers.display import subplots
 from helpers.params import all_of, fits_in_memory, folder, integer, number, one_of, validate
 
 TABLE_HEADERS = ["pipeline", "first epoch ms", "later epochs ms: fastest (median)",
@@ -93,9 +95,7 @@ def alternate(calls: dict, repeats: int) -> dict[str, list[float]]:
     seconds = {name: [] for name in calls}
     for _ in range(repeats):
         for name, call in calls.items():
-            start = time.perf_counter()
-            call()
-            seconds[name].append(time.perf_counter() - start)
+            seconds[name].append(timeit.timeit(call, number=1))  # perf_counter, gc held off
     return seconds
 
 
@@ -124,11 +124,10 @@ def table_rows(results: list[dict]) -> list[list]:
 
 def plot_timelines(results: list[dict]):
     """Per variant, on one time axis: each open, read, map and train step; epoch ends dashed."""
-    import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
-    fig, axes = plt.subplots(len(results), 1, figsize=(9, 0.85 * len(results) + 0.9),
-                             sharex=True, squeeze=False)
+    fig, axes = subplots(len(results), 1, figsize=(9, 0.85 * len(results) + 0.9),
+                         sharex=True, squeeze=False)
     for ax, r in zip(axes[:, 0], results, strict=True):
         for row, (kind, color) in enumerate(COLORS.items()):
             spans = [(start, end - start) for k, start, end in r["log"].events if k == kind]
@@ -173,7 +172,9 @@ def check_parameters(*, dataset, num_images, batch_size, shards, compression, la
     pixels = math.prod(data.shape_of(dataset))
     return validate(
         dataset=(dataset, one_of(*data.DATASETS)),
-        num_images=(num_images, all_of(integer(64, 1_000_000), fits_in_memory(8 * pixels))),
+        num_images=(num_images, all_of(
+            integer(64, 1_000_000), fits_in_memory(8 * pixels),
+            params.enough_images(batch_size, batches=1, name="batch_size"))),
         batch_size=(batch_size, integer(1, 65536)),
         shards=(shards, integer(1, 1024)),
         compression=(compression, one_of("GZIP", "ZLIB", "none")),

@@ -30,8 +30,7 @@ class Timing:  # seconds of the first call and of each later sample; work: units
 
     @property
     def iqr_s(self) -> float:
-        q1, q3 = np.percentile(self.samples_s, [25, 75])
-        return float(q3 - q1)
+        return float(np.subtract(*np.percentile(self.samples_s, [75, 25])))
 
     @property
     def rate(self) -> float | None:  # work per second at the median time (FLOP/s, images/s)
@@ -63,8 +62,7 @@ def steady_state(seconds, warmup: int = 1) -> float:
     seconds = list(seconds)
     if not seconds:
         raise ValueError("no timings to take a steady state of")
-    later = seconds[warmup:]
-    return float(statistics.median(later)) if later else float(seconds[-1])
+    return float(statistics.median(seconds[warmup:] or seconds[-1:]))
 
 
 def projection(what: str, seconds: list[float], total: int) -> str:

@@ -1,11 +1,7 @@
-"""Plumbing of notebook 10 (TPUs with PyTorch/XLA): the engine check, parameter checks, the
-device line, the run's checkpoints, 1-versus-N table and old posts' calls. No TensorFlow."""
-
-from __future__ import annotations
+"""Plumbing of notebook 10 (TPUs with PyTorch/XLA): checks, checkpoints, tables; no TensorFlow."""
 
 import importlib
 import re
-import warnings
 from importlib.metadata import version
 from importlib.util import find_spec
 from pathlib import Path
@@ -23,11 +19,16 @@ CHECKPOINT = re.compile(r"^step-(\d{7})\.pt$")
 
 
 def require_torch_xla(oldest: str = "2.8", environ=None) -> None:
-    """Raise :class:`EngineError` (one line) unless torch_xla ``oldest`` or newer is installed;
-    its advice is what to change here, never the runtime the learner is already on."""
+    """Raise :class:`EngineError` (one line) unless torch_xla ``oldest`` or newer and torch load."""
     have = version("torch_xla") if find_spec("torch_xla") else ""
+    what = f"torch_xla {have}" if have else "no torch_xla"
     if [int(n) for n in re.findall(r"\d+", have)[:2]] >= [int(n) for n in oldest.split(".")]:
-        return
+        try:  # torch_xla stands on torch: one missing, or failing to import, stops here too
+            if find_spec("torch") and importlib.import_module("torch"):
+                return
+            what = "no torch"
+        except Exception as error:  # e.g. an OSError: a library torch's build needs is missing
+            what = f"a torch that fails to import ({type(error).__name__})"
     install = "pip install the same release of torch and torch_xla[tpu]"
     if devices.tpu_hardware_present(environ):  # a TPU runtime whose torch_xla is missing or old
         advice = f"{install}, {oldest} or newer, then restart the runtime"
@@ -38,8 +39,8 @@ def require_torch_xla(oldest: str = "2.8", environ=None) -> None:
             "kaggle": "Settings > Accelerator > TPU v5e-8",
         }.get(devices.detect_platform(environ), elsewhere)
     show_as_one_line()
-    raise EngineError(f"This runtime has {'torch_xla ' + have if have else 'no torch_xla'}; "
-                      f"this notebook needs torch_xla {oldest} or newer: {advice}.")
+    raise EngineError(f"This runtime has {what}; this notebook needs torch_xla {oldest} or "
+                      f"newer: {advice}.")
 
 
 def describe(device_type: str, count: int) -> str:
@@ -64,8 +65,7 @@ def checkpoints(run: Path) -> list[Path]:
 
 
 def keep_newest(run: Path, keep: int = 3, upto: int | None = None) -> list[Path]:
-    """Delete (and return) all but the ``keep`` newest checkpoints up to step ``upto`` (the one
-    just saved); a later step's (another run's) never counts."""
+    """Delete (and return) all but the ``keep`` newest checkpoints up to step ``upto`` (ours)."""
     mine = [p for p in checkpoints(run) if upto is None or int(CHECKPOINT.match(p.name)[1]) <= upto]
     for path in mine[:-keep]:
         path.unlink()
@@ -73,48 +73,46 @@ def keep_newest(run: Path, keep: int = 3, upto: int | None = None) -> list[Path]
 
 
 def none_unreadable(run: Path) -> None:
-    """Raise :class:`RunUnreadable` if ``run`` holds checkpoints and none could be read."""
+    """Raise :class:`RunUnreadable` if ``run`` holds checkpoints and none could be used."""
     if found := checkpoints(run):
-        raise RunUnreadable(f"{run} holds {len(found)} checkpoint(s) and none could be read "
-                            f"(newest: {found[-1].name}); nothing was deleted. Use another "
-                            "run_dir for a new run, or fresh_start=True to replace them.")
+        raise RunUnreadable(f"{run} holds {len(found)} checkpoint(s), none readable as this "
+                            f"notebook's (newest: {found[-1].name}); nothing was deleted. Use "
+                            "another run_dir for a new run, or fresh_start=True to replace them.")
 
 
-def old_and_new() -> list[list[str]]:
-    """The old posts' PyTorch/XLA calls, what replaces each, and what this runtime says."""
-    import torch_xla
-    import torch_xla.core.xla_model as xm
+def not_a_checkpoint(state, parts: dict) -> str | None:
+    """Why ``state`` (a loaded checkpoint) is none that ``parts`` {name: module} load; else None."""
+    if not isinstance(state, dict):
+        return f"it holds a {type(state).__name__}, not a dict"
+    if missing := sorted({"step", "settings", "losses", *parts} - state.keys()):
+        return f"no {', '.join(missing)} in it"
+    if not isinstance(state["step"], int) or not isinstance(state["settings"], dict):
+        return "its step is not a whole number, or its settings not a dict"
+    if not isinstance(state["losses"], list) or not all(
+            isinstance(row, list | tuple) and len(row) == 3
+            and all(isinstance(x, int | float) for x in row) for row in state["losses"]):
+        return "its losses are not rows of (step, d_loss, g_loss)"
+    for name, part in parts.items():
+        if not _fits(state[name], part):
+            return f"its {name} has other keys or shapes than this notebook's"
+    return None
 
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        xm.xla_device()
-    said = "; ".join(str(w.message) for w in caught) or "no warning"
-    scaler = "torch_xla.amp.GradScaler: " + (
-        "still imports" if hasattr(importlib.import_module("torch_xla.amp"), "GradScaler")
-        else "ImportError")
-    gone = "gone" if not hasattr(xm, "xrt_world_size") else "still there"
-    return [
-        ["curl ... env-setup.py; python env-setup.py --version ...",
-         "Colab's and Kaggle's TPU images ship torch_xla; elsewhere pip install the same "
-         "release of torch and torch_xla[tpu]", f"torch_xla {torch_xla.__version__} installed"],
-        ["xm.xrt_world_size(), xm.get_ordinal()",
-         "XRT is gone: torch_xla.runtime.world_size(), global_ordinal(); under SPMD, one "
-         "process: global_runtime_device_count()", f"xm.xrt_world_size: {gone}"],
-        ["xm.xla_device()", "torch_xla.device()", f"xm.xla_device() warns: {said}"],
-        ["xm.optimizer_step(optimizer)",
-         "SPMD: optimizer.step(), the compiler sums the gradients; multi-process "
-         "(torch_xla.launch): xm.optimizer_step still all-reduces them",
-         f"xm.optimizer_step: {'there' if hasattr(xm, 'optimizer_step') else 'gone'}"],
-        ["xm.mark_step()", "torch_xla.sync()",
-         f"torch_xla.sync: {'there' if hasattr(torch_xla, 'sync') else 'missing'}"],
-        ["a GradScaler with bfloat16", "none: bfloat16 keeps float32's exponent range; "
-         "torch.autocast('xla', dtype=torch.bfloat16) alone", scaler],
-        ["nn.Sigmoid() + nn.BCELoss() under low precision",
-         "logits + nn.BCEWithLogitsLoss(), in float32", "measured in the next cell"],
-        ["DataLoader(num_workers=0) as a rule; one IterableDataset per core (get_ordinal)",
-         "data that fits kept on the device; else one DataLoader for the global batch, "
-         "MpDeviceLoader(input_sharding=...) splits it", "the data section above"],
-        ["xm.master_print(...)", "print(...): SPMD runs one process", "the prints above"]]
+
+def _fits(saved, part) -> bool:
+    """Whether ``saved`` has ``part.state_dict()``'s keys and shapes (a network or optimizer)."""
+    live = part.state_dict()
+    try:  # any part of ``saved`` may be of any type: an error means it is not ``part``'s
+        if "param_groups" not in live:  # a network
+            return saved.keys() == live.keys() and all(
+                getattr(saved[k], "shape", None) == v.shape for k, v in live.items())
+        groups = [(sorted(g), len(g["params"])) for g in live["param_groups"]]
+        if [(sorted(g), len(g["params"])) for g in saved["param_groups"]] != groups:
+            return False  # another optimizer, or other networks' parameters
+        shapes = [p.shape for group in part.param_groups for p in group["params"]]
+        return all(getattr(t, "shape", None) in ((), shapes[i])
+                   for i, state in saved["state"].items() for t in state.values())
+    except (AttributeError, IndexError, KeyError, TypeError):
+        return False
 
 
 def check_parameters(*, global_batch_size, steps, checkpoint_every, max_images, use_bfloat16,

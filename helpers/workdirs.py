@@ -1,14 +1,16 @@
 """Work folders a notebook may empty, only those it made (:func:`prepare`); a run's settings."""
 
 import contextlib
+import errno
 import json
 import os
+import re
 import shutil
 import socket
 import stat
 from pathlib import Path
 
-from helpers.errors import RunSettingsChanged, WorkFolderBusy, invalid
+from helpers.errors import DiskFull, RunSettingsChanged, WorkFolderBusy, invalid
 
 ROOT = "course_runs"
 COLAB_DRIVE = "/content/drive/MyDrive"  # where 05's run_dir goes with use_drive=True
@@ -19,21 +21,47 @@ LOCK = ".course_work_folder.lock"  # locked while a process uses the folder; nev
 _HELD: dict[Path, object] = {}  # folder (resolved) -> the open file whose lock this process holds
 MARKER_TEXT = (
     "This folder was made by a notebook of the Fast TensorFlow Training course.\n"
-    "The notebook empties it when it runs again (fresh_start in 04_dcgan). Delete this file\n"
-    "and no notebook will ever empty this folder again.\n")
+    "{made_by}Only the notebook that made it uses it, and empties it when it runs again (a\n"
+    "work_dir each run, a run_dir with fresh_start=True). Delete this file and no notebook will\n"
+    "ever empty this folder again.\n")
+#: Where a run's own files say which notebook made it (a marker written before the marker named it)
+RUNS_OF = {"step-*.pt": "10_tpu_pytorch_xla", "ckpt-*": "05_survive_a_disconnect",
+           "checkpoint": "05_survive_a_disconnect", RUN_FILE: "05_survive_a_disconnect"}
+#: Folders of the system and of other programs: never a work folder, nor any folder inside them
+#: (save inside the working folder or the home folder)
+SYSTEM = ("proc", "sys", "dev", "run", "boot", "etc", "usr", "var", "bin", "sbin", "lib", "lib64")
 
 
 def protected(path: Path) -> str | None:
     """Why ``path`` (resolved) may never be a work folder, or None."""
-    path, cwd = Path(path).resolve(), Path.cwd().resolve()
+    path, cwd, home = Path(path).resolve(), Path.cwd().resolve(), Path.home().resolve()
     if path == cwd:
         return "it is the working folder itself"
     if path in cwd.parents:
         return "it is a folder above the working folder"
-    if path == Path.home().resolve():
+    if path == home:
         return "it is the home folder"
     if path == Path(path.anchor):
         return "it is the root of the file system"
+    if len(path.parts) == 2 or (path.parts[1] in SYSTEM and cwd not in path.parents
+                                and home not in path.parents):
+        return f"it is /{path.parts[1]} or inside it, a folder the system shares with programs"
+    return None
+
+
+def unusable(path: Path) -> str | None:
+    """Why ``path`` cannot be made or written here (a name too long, a folder not writable)."""
+    parent = Path(path).absolute()
+    while not os.path.lexists(parent):  # the nearest folder that exists: new ones go there
+        parent = parent.parent
+    longest = max(Path(path).absolute().parts, key=lambda part: len(os.fsencode(part)))
+    if len(os.fsencode(longest)) > (limit := os.pathconf(parent, "PC_NAME_MAX")):
+        return (f"a part of it ({longest[:20]}...) is {len(os.fsencode(longest))} bytes long, "
+                f"over this file system's limit of {limit}")
+    if parent != Path(path).absolute() and not parent.is_dir():
+        return f"{parent} is a file, so no folder can be made in it"
+    if parent.is_dir() and not os.access(parent, os.W_OK | os.X_OK):
+        return f"{parent} is not writable by this user, so nothing can be made or emptied there"
     return None
 
 
@@ -43,10 +71,18 @@ def is_marked(path: Path) -> bool:
     return marker.is_file() and not marker.is_symlink()
 
 
+def made_by(path: Path) -> str | None:
+    """The notebook that made marked folder ``path``: its marker's line, else its run's files."""
+    text = (Path(path) / MARKER).read_text("utf-8", "replace")
+    if found := re.search(r"(?m)^made by: (\S+)$", text):
+        return found[1]
+    return next((who for pattern, who in RUNS_OF.items() if any(Path(path).glob(pattern))), None)
+
+
 def problem(path) -> str | None:
     """Why a notebook must not use (and empty) ``path``, as a clause; None when it may."""
     path = Path(path)
-    if (why := protected(path)) is not None:
+    if (why := protected(path) or unusable(path)) is not None:
         return why
     if path.exists() and not path.is_dir():
         return "it is a file, not a folder"
@@ -55,8 +91,8 @@ def problem(path) -> str | None:
     return None
 
 
-ALLOWED = (f"a new or empty folder, or one a notebook of this course made (it holds {MARKER}), not "
-           f"the working folder or one above it; e.g. '{ROOT}/my_run'")
+ALLOWED = (f"a new or empty folder, or one this notebook made (it holds {MARKER}), not the "
+           f"working folder, one above it or a system folder; e.g. '{ROOT}/my_run'")
 
 
 def refuse(name: str, value, why: str):
@@ -64,17 +100,16 @@ def refuse(name: str, value, why: str):
     return invalid(name, value, f"{why}; allowed: {ALLOWED}")
 
 
-def prepare(path, name: str = "work_dir", fresh: bool = True) -> Path:
-    """Make ``path`` ready (created, marked, locked, emptied if ``fresh``), or refuse it intact."""
+def prepare(path, name: str = "work_dir", fresh: bool = True, notebook: str = "") -> Path:
+    """Make ``path`` ready for ``notebook`` (created, marked, locked, emptied if ``fresh``), or
+    refuse it intact (see :func:`not_ours`)."""
     path = Path(path)
     if (why := problem(path)) is not None:
         raise refuse(name, str(path), why)
     if path.is_dir() and is_marked(path):
         lock(path)  # before anything is emptied: another process using it stops here
-        runs = [p for g in RUN_FILES for p in path.rglob(g)] if fresh and name != "run_dir" else []
-        if runs:  # another notebook's run, pasted as a work_dir: emptying would delete it
-            raise refuse(name, str(path),
-                         f"it holds a run ({runs[0]}) that emptying it would delete")
+        if (why := not_ours(path, name, fresh, notebook)) is not None:
+            raise refuse(name, str(path), why)
     if path.is_dir() and is_marked(path) and fresh:
         with _locks_inside(path):  # a work folder inside, in use elsewhere, stops it here
             for entry in path.iterdir():
@@ -84,9 +119,25 @@ def prepare(path, name: str = "work_dir", fresh: bool = True) -> Path:
                     entry.unlink()
     path.mkdir(parents=True, exist_ok=True)
     (path / MARKER).unlink(missing_ok=True)  # written anew, never through a link
-    (path / MARKER).write_text(MARKER_TEXT)
+    named = f"made by: {notebook}\n" if notebook else ""
+    (path / MARKER).write_text(MARKER_TEXT.format(made_by=named))
     lock(path)
     return path
+
+
+def not_ours(path: Path, name: str, fresh: bool, notebook: str) -> str | None:
+    """Why ``notebook`` must not use (or, ``fresh``, empty) marked folder ``path``: another
+    notebook's folder, in it or inside it; a run in a work_dir; a file system mounted inside."""
+    for folder in sorted({p.parent for p in path.rglob(MARKER)} if fresh else {path}):
+        if notebook and (owner := made_by(folder)) not in (None, notebook):
+            return (f"{folder} is {owner}'s (its {MARKER} or its files say so), and only {owner} "
+                    "may use or empty it; nothing was deleted")
+    if fresh and name != "run_dir" and (runs := [p for g in RUN_FILES for p in path.rglob(g)]):
+        return f"it holds a run ({runs[0]}) that emptying it would delete"
+    if fresh and (mounts := [p for p in path.rglob("*") if os.path.ismount(p)]):
+        return (f"a file system is mounted inside it ({mounts[0]}): emptying the folder would "
+                "delete files there; nothing was deleted")
+    return None
 
 
 @contextlib.contextmanager
@@ -143,6 +194,28 @@ def _take(folder: Path):
     return handle
 
 
+@contextlib.contextmanager
+def saving(folder, *leftovers: str):
+    """Save into ``folder``; a full disk raises :class:`DiskFull` (one line), with what the
+    save left (``leftovers``: glob patterns in ``folder``) removed, and any other error as it is."""
+    try:
+        yield
+    except Exception as error:
+        free = shutil.disk_usage(folder).free  # before the leftovers go: what the save met
+        if getattr(error, "errno", None) != errno.ENOSPC and free >= 2**20 and not any(
+                s in str(error) for s in ("No space left", "ENOSPC")):
+            raise
+        for path in (p for pattern in leftovers for p in Path(folder).glob(pattern)):
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+        raise DiskFull(f"The disk of {folder} is full ({free / 2**20:.1f} MiB free): the save "
+                       "failed, what it had written was removed, and the files saved before "
+                       "are intact. Free some space (or use another folder), then run this "
+                       "cell again.") from None
+
+
 def lock_fds(path) -> tuple[int, ...]:
     """This process's lock on ``path``, as ``pass_fds`` for a child that works there; () if none."""
     handle = _HELD.get(Path(path).resolve())
@@ -194,6 +267,7 @@ def same_run(path, settings: dict) -> bool:
             "they were made with are unknown (an older version of the course?); nothing was "
             "deleted. Use another run_dir for a new run, or fresh_start=True to replace them.")
     partial = record.with_name(RUN_FILE + ".partial")
-    partial.write_text(json.dumps(settings, indent=1, sort_keys=True) + "\n")
-    os.replace(partial, record)  # whole, or not there at all
+    with saving(path, partial.name):
+        partial.write_text(json.dumps(settings, indent=1, sort_keys=True) + "\n")
+        os.replace(partial, record)  # whole, or not there at all
     return False

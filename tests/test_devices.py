@@ -15,6 +15,11 @@ def tpu_support(monkeypatch, installed: bool):
     monkeypatch.setattr(devices, "_installed", lambda name: installed)
 
 
+def resolver_is(monkeypatch, tf, factory):
+    """TensorFlow's ``TPUClusterResolver``, replaced by ``factory``."""
+    monkeypatch.setattr(tf.distribute.cluster_resolver, "TPUClusterResolver", factory)
+
+
 def test_tpu_hardware_hints(no_devices, monkeypatch):
     assert not devices.tpu_hardware_present({})
     assert devices.tpu_hardware_present({"TPU_NAME": "t1"})
@@ -22,48 +27,47 @@ def test_tpu_hardware_hints(no_devices, monkeypatch):
     assert devices.tpu_hardware_present({})
 
 
-def test_no_tpu_hardware_never_calls_the_resolver(no_devices):
+def test_no_tpu_hardware_never_calls_the_resolver(no_devices, monkeypatch, tf):
     def resolver(**kwargs):
         raise AssertionError("must not try to resolve a TPU where none can be attached")
 
-    status = devices.detect_tpu("local", {}, resolver_factory=resolver)
+    resolver_is(monkeypatch, tf, resolver)
+    status = devices.detect_tpu({})
     assert not status.hardware and not status.usable
 
 
-def test_colab_tpu_uses_local_resolver(no_devices, monkeypatch):
+def test_colab_tpu_uses_local_resolver(no_devices, monkeypatch, tf):
     calls = []
     tpu_support(monkeypatch, True)
-    status = devices.detect_tpu(
-        "colab", {"COLAB_TPU_ADDR": "x"}, resolver_factory=lambda **kw: calls.append(kw) or "r"
-    )
+    resolver_is(monkeypatch, tf, lambda **kw: calls.append(kw) or "r")
+    status = devices.detect_tpu({"COLAB_TPU_ADDR": "x"})
     assert calls == [{"tpu": "local"}]
     assert status.usable and "tpu='local'" in status.message
 
 
-def test_kaggle_tpu_uses_default_resolver(no_devices):
+def test_kaggle_tpu_uses_default_resolver(no_devices, monkeypatch, tf):
     calls = []
-    status = devices.detect_tpu(
-        "kaggle", {"TPU_NAME": "local"}, resolver_factory=lambda **kw: calls.append(kw) or "r"
-    )
+    resolver_is(monkeypatch, tf, lambda **kw: calls.append(kw) or "r")
+    status = devices.detect_tpu({"TPU_NAME": "local", "KAGGLE_KERNEL_RUN_TYPE": "Interactive"})
     assert calls == [{}] and status.usable
 
 
-def test_colab_tpu_without_tensorflow_tpu_support_says_what_to_install(no_devices, monkeypatch):
+def test_colab_tpu_without_tensorflow_tpu_support_says_what_to_install(
+    no_devices, monkeypatch, tf
+):
     tpu_support(monkeypatch, False)
-    status = devices.detect_tpu(
-        "colab",
-        {"COLAB_TPU_ADDR": "x"},
-        resolver_factory=lambda **kw: pytest.fail("no resolver without TPU support"),
-    )
+    resolver_is(monkeypatch, tf, lambda **kw: pytest.fail("no resolver without TPU support"))
+    status = devices.detect_tpu({"COLAB_TPU_ADDR": "x"})
     assert status.hardware and not status.usable
     assert "tensorflow-tpu" in status.message and "restart" in status.message
 
 
-def test_resolver_failure_is_reported_not_raised(no_devices):
+def test_resolver_failure_is_reported_not_raised(no_devices, monkeypatch, tf):
     def failing(**kwargs):
         raise ValueError("Please provide a TPU Name to connect to.")
 
-    status = devices.detect_tpu("kaggle", {"TPU_NAME": "x"}, resolver_factory=failing)
+    resolver_is(monkeypatch, tf, failing)
+    status = devices.detect_tpu({"TPU_NAME": "x", "KAGGLE_KERNEL_RUN_TYPE": "Interactive"})
     assert not status.usable and "Please provide a TPU Name" in status.message
 
 
@@ -117,40 +121,47 @@ def _installed(**versions):
     return version
 
 
-def test_engines_on_colabs_tpu_runtime_name_08_and_09_and_no_tensorflow():
+def engines(monkeypatch, version, hardware: bool, gpus: int):
+    """``engines_here`` by name, on a machine with a TPU (``hardware``) or ``gpus`` GPUs."""
+    monkeypatch.setattr(devices, "tpu_hardware_present", lambda: hardware)
+    monkeypatch.setattr(devices, "nvidia_smi", lambda: [{}] * gpus)
+    return {row[0]: row for row in devices.engines_here(version)}
+
+
+def test_engines_on_colabs_tpu_runtime_name_08_and_09_and_no_tensorflow(monkeypatch):
     colab_tpu = _installed(jax="0.7.2", keras="3.13.2", libtpu="0.0.21",
                            **{"torch_xla": "2.9.0"})
-    rows = {row[0]: row for row in devices.engines_here(colab_tpu, hardware=True, gpus=0)}
+    rows = engines(monkeypatch, colab_tpu, hardware=True, gpus=0)
     assert rows["TensorFlow"][1:] == ["not installed", "", ""]
     assert rows["Keras 3 on JAX"][2] == "TPU: yes" and rows["Keras 3 on JAX"][3] == "09"
     assert rows["PyTorch/XLA"][2] == "TPU: yes" and rows["PyTorch/XLA"][3] == "10"
 
 
-def test_engines_on_kaggles_tpu_runtime_say_its_tensorflow_cannot_use_the_tpu():
+def test_engines_on_kaggles_tpu_runtime_say_its_tensorflow_cannot_use_the_tpu(monkeypatch):
     kaggle_tpu = _installed(**{"tensorflow-cpu": "2.20.0", "jax": "0.7.2", "keras": "3.13.2",
                                "libtpu": "0.0.21", "torch_xla": "2.9.0"})
-    rows = {row[0]: row for row in devices.engines_here(kaggle_tpu, hardware=True, gpus=0)}
+    rows = engines(monkeypatch, kaggle_tpu, hardware=True, gpus=0)
     assert rows["TensorFlow"][2].startswith("TPU: no: no tensorflow-tpu here")
     assert rows["Keras 3 on JAX"][2] == "TPU: yes"
 
 
-def test_engines_on_a_gpu_runtime_and_on_a_cpu():
+def test_engines_on_a_gpu_runtime_and_on_a_cpu(monkeypatch):
     colab_gpu = _installed(tensorflow="2.20.0", jax="0.7.2", keras="3.13.2",
                            **{"jax-cuda12-plugin": "0.7.2"})
-    rows = {row[0]: row for row in devices.engines_here(colab_gpu, hardware=False, gpus=1)}
+    rows = engines(monkeypatch, colab_gpu, hardware=False, gpus=1)
     assert rows["TensorFlow"][2].startswith("GPU: yes") and rows["TensorFlow"][3] == "01-08"
     assert rows["Keras 3 on JAX"][2] == "GPU: yes"
     assert rows["PyTorch/XLA"][1] == "not installed"
     laptop = _installed(**{"tensorflow-cpu": "2.21.0"})
-    rows = {row[0]: row for row in devices.engines_here(laptop, hardware=False, gpus=0)}
+    rows = engines(monkeypatch, laptop, hardware=False, gpus=0)
     assert rows["TensorFlow"][2] == "no accelerator here: the CPU"
 
 
 def test_the_verdict_on_a_tpu_only_jax_can_drive_names_08_and_09(monkeypatch):
     tpu = devices.TPUStatus(hardware=True, message="TensorFlow is not installed")
-    verdict = devices.verdict([], tpu, "colab", jax_tpu=True)
-    assert "Notebook 09" in verdict.advice and "notebook 10" in verdict.advice
     monkeypatch.setattr(devices, "_installed", lambda name: name in ("jax", "libtpu"))
-    assert devices.verdict([], tpu, "colab").headline.startswith("TPU for JAX")  # found so
+    verdict = devices.verdict([], tpu, "colab")
+    assert "Notebook 09" in verdict.advice and "notebook 10" in verdict.advice
+    assert verdict.headline.startswith("TPU for JAX")  # found so
     monkeypatch.setattr(devices, "_installed", lambda name: name == "jax")  # no libtpu
     assert devices.verdict([], tpu, "colab").headline.startswith("CPU only: a TPU is attached")

@@ -1,5 +1,10 @@
+import hashlib
+import json
+import shutil
 import signal
+import subprocess
 import sys
+import textwrap
 import time
 import types
 from pathlib import Path
@@ -9,7 +14,7 @@ import pytest
 from PIL import Image
 
 from helpers import data, dcgan, survive_a_disconnect
-from helpers.errors import RunSettingsChanged, RunUnreadable
+from helpers.errors import ChildDied, DiskFull, RunSettingsChanged, RunUnreadable
 from helpers.params import ParameterError
 
 SCRIPTS = Path(__file__).parent / "scripts"
@@ -331,6 +336,161 @@ def test_history_grids_gif_and_plot(tf, tmp_path):
 
     assert Image.open(gif).n_frames == 2
     assert len(dcgan.plot_history(run.history.as_dict(), marks={"resumed": 2}).axes) == 3
+
+
+DAMAGED_HISTORIES = {  # history.json as a disconnect mid-write, or an edit, can leave it
+    "truncated": b'{"losses": [[1',
+    "a list": b"[]",
+    "short rows": b'{"losses": [[1, 0.69]], "epochs": []}',
+    "a text step": b'{"losses": [["1", 0.69, 0.69]], "epochs": []}',
+    "epoch rows": b'{"losses": [], "epochs": [[2]]}',
+    "not text": b"\xff\xfe\x00history",
+}
+
+
+@pytest.mark.parametrize("content", DAMAGED_HISTORIES.values(), ids=DAMAGED_HISTORIES)
+def test_a_damaged_history_is_set_aside_never_raised(tmp_path, capsys, content):
+    history = dcgan.History(tmp_path)
+    history.path.write_bytes(content)
+    history.load(3)
+    [aside] = tmp_path.glob("history.json.unreadable-*")
+    assert aside.read_bytes() == content and not history.path.exists()  # renamed, not deleted
+    assert history.losses == [] and history.epochs == []
+    assert capsys.readouterr().out == (
+        "WARNING: the loss history up to step 3 could not be read; it was set aside as "
+        f"{aside.name}, and the run goes on from its checkpoint without it.\n")
+
+
+def test_a_run_whose_history_is_damaged_resumes_from_its_checkpoints(tf, tmp_path, capsys):
+    images = data.load("digits", limit=64, verbose=False)
+    run = lesson_run(tmp_path)
+    train(run, images.x_train, 16, 1, 3, every=1)
+    (tmp_path / "history.json").write_text('{"losses": [[1')  # a disconnect mid-write
+    before = {p: p.read_bytes() for p in (tmp_path / "checkpoints").iterdir()}
+    capsys.readouterr()
+    resumed = lesson_run(tmp_path)
+    said = capsys.readouterr().out
+    assert "Resumed from ckpt-3 at step 3.\nWARNING: the loss history up to step 3 " in said
+    assert {p: p.read_bytes() for p in before} == before
+    train(resumed, images.x_train, 16, 2, 3, every=1)
+    assert [row[0] for row in resumed.history.losses] == [4, 5, 6]
+    [aside] = tmp_path.glob("history.json.unreadable-*")
+    assert aside.read_text() == '{"losses": [[1'
+
+
+def sha256(path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def on_a_small_disk(tmp_path, size: str, code: str) -> str:
+    """Python ``code`` run with ``tmp_path/disk`` a tmpfs of ``size`` (in a user and mount
+    namespace of its own: no privileges needed) and ``tmp_path`` its second argument; what the
+    disk held at the end is copied to ``tmp_path/after``. Returns stdout and stderr."""
+    if shutil.which("unshare") is None:
+        pytest.skip("no unshare here (util-linux) to make a small disk")
+    refused = subprocess.run(["unshare", "-Urm", "true"], capture_output=True, text=True)
+    if refused.returncode:
+        pytest.skip(f"no user namespace here for a small disk: {refused.stderr.strip()}")
+    (tmp_path / "disk").mkdir()
+    (tmp_path / "script.py").write_text(textwrap.dedent(code))
+    shell = ('mount -t tmpfs -o size="$1" none "$2/disk" || exit 97; '
+             '"$3" "$2/script.py" "$2/disk" "$2"; status=$?; cp -R "$2/disk" "$2/after"; '
+             'exit $status')
+    done = subprocess.run(["unshare", "-Urm", "sh", "-c", shell, "sh", size, tmp_path,
+                           sys.executable], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, timeout=300)
+    if done.returncode == 97:
+        pytest.skip(f"no tmpfs can be mounted here: {done.stdout.strip()}")
+    assert done.returncode == 1 and "Traceback" not in done.stdout, done.stdout[-3000:]
+    return done.stdout
+
+
+def test_a_full_disk_stops_the_history_and_grid_saves_in_one_line(tmp_path):
+    said = on_a_small_disk(tmp_path, "256k", """
+        import sys
+        from pathlib import Path
+
+        import numpy as np
+
+        from helpers import dcgan, survive_a_disconnect
+        from helpers.errors import DiskFull
+
+        history = dcgan.History(sys.argv[1])
+        history.losses = [[1, 0.69, 0.69]]
+        history.save()  # the history saved before the disk filled up
+        with open(Path(sys.argv[1]) / "filler", "wb", buffering=0) as filler:
+            try:
+                while True:
+                    filler.write(bytes(4096))
+            except OSError:
+                pass
+        history.losses.append([2, 0.7, 0.7])
+        try:
+            history.save()
+        except DiskFull as error:
+            print(f"DiskFull: {error}", flush=True)
+        generator = lambda noise, training: np.zeros((16, 8, 8, 1))  # noqa: E731
+        survive_a_disconnect.run_child(history.end_epoch, generator, 0, 2, 1.0, 32)  # a grid
+    """)
+    disk, after = tmp_path / "disk", tmp_path / "after"
+    for line in said.splitlines()[-2:]:  # the history's save, then the grid's
+        assert line.startswith(f"DiskFull: The disk of {disk} is full (0.0 MiB free)"), said
+    assert list((after / "grids").iterdir()) == []  # no partial grid
+    assert (after / "history.json").read_text() == '{"losses": [[1, 0.69, 0.69]], "epochs": []}'
+    assert not (after / "history.tmp").exists()
+
+
+@pytest.mark.heavy
+def test_a_full_disk_stops_a_checkpoint_in_one_line_and_leaves_the_run_intact(tmp_path):
+    """Notebook 05's save, in a child as 05 runs it (run_child), on a disk that fills at the
+    third checkpoint (each holds 30 MB): its one line and no traceback, nothing of the failed
+    save left, every file saved before byte for byte, and the kernel's error the same line."""
+    said = on_a_small_disk(tmp_path, "60m", """
+        import hashlib, json, sys
+        from pathlib import Path
+
+        from helpers import data, survive_a_disconnect
+        from helpers.logs import import_tensorflow
+
+        tf = import_tensorflow()
+        from helpers.lessons import nb05 as lesson
+
+        disk, saved = Path(sys.argv[1]), Path(sys.argv[2]) / "saved.json"
+        images = data.load("digits", limit=64, verbose=False)
+        settings = dict(architecture="tutorial", policy="float32", xla=False, d_steps=1,
+                        directory=str(disk))
+        run = lesson.start_run(settings, (28, 28, 1))
+
+        def save(run, step):  # 05's save, then what the disk holds
+            lesson.save(run, step)
+            saved.write_text(json.dumps({str(p.relative_to(disk)): hashlib.sha256(
+                p.read_bytes()).hexdigest() for p in disk.rglob("*") if p.is_file()}))
+
+        def main():
+            batches = lesson.run_batches(lesson.epoch_batches(images.x_train, 16), 1, 4)
+            lesson.train(run, iter(batches), 1, 4, save=save, every=1)
+
+        survive_a_disconnect.run_child(main)
+    """)
+    last, after = said.strip().splitlines()[-1], tmp_path / "after"
+    folder = tmp_path / "disk" / "checkpoints"
+    assert last.startswith(f"DiskFull: The disk of {folder} is full (0.0 MiB free): the save "
+                           "failed, what it had written was removed"), said[-3000:]
+    saved = json.loads((tmp_path / "saved.json").read_text())
+    assert "checkpoints/ckpt-2.index" in saved and not any("ckpt-3" in name for name in saved)
+    left = {str(p.relative_to(after)): sha256(p) for p in after.rglob("*") if p.is_file()}
+    assert left == saved, "the failed save left a file, or changed one saved before"
+    assert not [*after.rglob("*_temp*"), *after.rglob("*.tmp*")]
+    error = survive_a_disconnect.child_error(last + "\n", otherwise="the child ended")
+    assert type(error) is DiskFull and f"{type(error).__name__}: {error}" == last
+
+
+def test_the_kernel_raises_the_error_a_child_ended_with_or_child_died():
+    error = survive_a_disconnect.child_error("RunUnreadable: no checkpoint in x could be read\n",
+                                             otherwise="the child process ended with 1")
+    assert type(error) is RunUnreadable and str(error) == "no checkpoint in x could be read"
+    error = survive_a_disconnect.child_error("ValueError: a crash\n", otherwise="it ended with 1")
+    assert type(error) is ChildDied and str(error) == "it ended with 1"
 
 
 def test_the_ablation_times_each_change_in_turn_and_skips_what_does_not_apply(tf):

@@ -5,9 +5,9 @@ learners get them (every check says "not yet"), the second with their solutions 
 times (nbval's comparison), and every invalid parameter value stops it in its validation cell
 with one clear line.
 
-Invalid values: one runs through papermill end to end; all of them run through the parameters
-and validation cells in the same kernel once the two runs have passed (a kernel start costs
-seconds), and so does a folder holding a user's file, passed as each folder parameter: it must
+Invalid values: a misspelled name runs through papermill end to end; all of them run through the
+parameters and validation cells in the same kernel once the two runs have passed (a kernel start
+costs seconds), and so does a folder holding a user's file, passed as each folder parameter: it must
 be refused and the file must survive. The executed copies (the second run's outputs) land in
 build/test/executed, the first run's in build/test/first-pass ($COURSE_TEST_BUILD, relative to
 the repository, moves them: the stacks use it).
@@ -60,7 +60,7 @@ INVALID = {
     ]
     for path in NOTEBOOKS
 }
-# The papermill path (what a batch user runs) with an invalid value, in the lightest notebook of
+# The papermill path (what a batch user runs) with a misspelled name, in the lightest notebook of
 # the compat stack: that papermill stops at the validation cell and records its one line does
 # not depend on the notebook. Each notebook's own values are tried after its runs
 # (check_invalid_values).
@@ -204,12 +204,15 @@ def check_replicas(executed):
     "path, name, value", FIRST_INVALID, ids=[f"{p.stem}-{n}={v!r}" for p, n, v in FIRST_INVALID]
 )
 def test_invalid_parameter_fails_in_the_validation_cell_with_one_line(path, name, value, tmp_path):
-    params = {**course.parameters_for(path.stem, "test"), name: value}
+    """Through papermill, with the parameter's name misspelled (papermill injects any name): the
+    validation cell stops the run in one line naming the name and the nearest known one."""
+    wrong = name[:-1]  # max_images -> max_image
+    params = {**course.parameters_for(path.stem, "test"), wrong: value}
     result = run_notebooks.execute(path, tmp_path, params)
     assert result.status == "failed"
     assert result.error_cell == validation_cell_id(path), result.error
-    assert result.error.startswith(f"ParameterError: Invalid parameter {name}={value!r}")
-    assert "\n" not in result.error
+    assert result.error == (f"ParameterError: Invalid parameter {wrong}={value!r}: this notebook "
+                            f"has no parameter {wrong} (the nearest is {name}).")
     nb = json.loads(result.executed.read_text())
     cell = next(c for c in nb["cells"] if c.get("id") == result.error_cell)
     error = next(o for o in cell["outputs"] if o["output_type"] == "error")

@@ -1,8 +1,9 @@
+import ast
 import os
 
 import pytest
 
-from helpers import errors, params
+from helpers import errors, params, scale_out_profile
 from helpers.params import ParameterError
 
 
@@ -150,3 +151,57 @@ def test_a_count_that_would_fill_the_hosts_memory_is_refused(monkeypatch):
         rule("num_images", 1_000_000)
     monkeypatch.setattr(params, "available_memory", lambda: None)  # unknown: not refused
     assert rule("num_images", 1_000_000) == 1_000_000
+
+
+class Shell:
+    """Enough of IPython's shell for validate: the inputs run so far (``In``) and the names."""
+    def __init__(self, *cells, **names):
+        self.user_ns = {"In": ["", *cells], **names}
+
+    def set_custom_exc(self, *args):
+        pass
+
+
+PARAMETERS_CELL = 'max_images: int = 60000  # images\nbatch_size: int = 256  # images per step\n'
+
+
+@pytest.mark.parametrize("injected, name, hint", [
+    ("max_image = 128\n", "max_image", "the nearest is max_images"),
+    ("batchsize = 64\nmax_images = 128\n", "batchsize", "the nearest is batch_size"),
+    ("learning_rate = 0.1\n", "learning_rate", "it has max_images, batch_size")])
+def test_a_misspelled_papermill_parameter_is_refused_naming_the_nearest(
+        monkeypatch, injected, name, hint):
+    """papermill injects every name it is given: one it does not know would be ignored."""
+    value = ast.literal_eval(injected.split("= ")[1].split("\n")[0])
+    shell = Shell(PARAMETERS_CELL, "# Parameters\n" + injected, "check()", **{name: value})
+    monkeypatch.setattr("IPython.get_ipython", lambda: shell)
+    with pytest.raises(ParameterError) as error:
+        params.validate(max_images=(128, params.integer(64)))
+    assert str(error.value) == (f"Invalid parameter {name}={value!r}: this notebook has no "
+                                f"parameter {name} ({hint}).")
+
+
+def test_known_papermill_parameters_and_runs_without_papermill_pass(monkeypatch, capsys):
+    for shell in (Shell(PARAMETERS_CELL, "# Parameters\nmax_images = 128\n", "check()"),
+                  Shell(PARAMETERS_CELL, "check()"),  # a learner's Run all
+                  Shell("x = 1", "# Parameters\ny = 2\n")):  # no typed parameters cell before it
+        monkeypatch.setattr("IPython.get_ipython", lambda shell=shell: shell)
+        assert params.validate(max_images=(128, params.integer(64))).max_images == 128
+
+
+@pytest.mark.parametrize("settings, message", [
+    (dict(global_batch_size=512, max_images=256),
+     "global_batch_size=512: at most max_images=256, the images it trains on"),
+    (dict(global_batch_size=10**9, max_images=256),
+     "global_batch_size=1000000000: at most max_images=256, the images it trains on"),
+    (dict(per_replica_batch=512, replicas=8, max_images=2048), "per_replica_batch=512: at most "
+     "256: the sweep's widest global batch, per_replica_batch x replicas=8, must fit in "
+     "max_images=2048")])
+def test_notebook_08_refuses_a_batch_larger_than_its_images(settings, message):
+    given = dict(replicas=2, per_replica_batch=32, scaling_epochs=2, max_images=1024, workers=2,
+                 global_batch_size=64, worker_steps=8, checkpoint_every=4, kill_at_step=6,
+                 profile_steps=2, decode_ms=0, work_dir="course_runs/x", open_ports=False)
+    assert scale_out_profile.check_parameters(**given).max_images == 1024
+    with pytest.raises(ParameterError) as error:
+        scale_out_profile.check_parameters(**{**given, **settings})
+    assert str(error.value) == f"Invalid parameter {message}."

@@ -14,7 +14,7 @@ def capture(*args, **kwargs):
 
 
 def test_interval_union_and_overlap():
-    assert scale_out_profile._union([(5, 8), (0, 2), (1, 3), (8, 9)]) == [(0, 3), (5, 9)]
+    assert scale_out_profile._union([(5, 8), (0, 2), (1, 3), (8, 9)]) == [[0, 3], [5, 9]]
     assert scale_out_profile._overlap([(0, 3), (5, 9)], [(2, 6), (8, 20)]) == 1 + 1 + 1
 
 

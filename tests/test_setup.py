@@ -62,8 +62,10 @@ print(os.environ.get("FAKE_PIP_OUTPUT", ""), file=sys.stderr)
 if os.environ["FAKE_PIP"] == "fail":
     sys.exit(1)
 package = pathlib.Path(os.environ["FAKE_SITE"]) / "helpers"
-package.mkdir()
-(package / "__init__.py").write_text('DISTRIBUTION = "fast-tf-course-helpers"\\n')
+package.mkdir(exist_ok=True)  # pip replaces another release
+version = os.environ["FAKE_PIP_VERSION"]
+(package / "__init__.py").write_text(f'__version__ = "{version}"\\n'
+                                     'DISTRIBUTION = "fast-tf-course-helpers"\\n')
 """
 
 CONFLICT = ("ERROR: Cannot install fast-tf-course-helpers==0.1.0 and numpy==1.0 because these "
@@ -178,7 +180,8 @@ def fake_pip(tmp_path):
     write(folder, "pip/__init__.py", "")
     write(folder, "pip/__main__.py", FAKE_PIP)
     site.mkdir()
-    env = {"FAKE_PIP_LOG": str(tmp_path / "pip.log"), "FAKE_SITE": str(site)}
+    env = {"FAKE_PIP_LOG": str(tmp_path / "pip.log"), "FAKE_SITE": str(site),
+           "FAKE_PIP_VERSION": helpers.__version__}
     return folder, site, env
 
 
@@ -186,16 +189,18 @@ def test_helpers_names_the_distribution_the_install_cell_looks_for():
     with open(course.ROOT / "pyproject.toml", "rb") as f:
         assert tomllib.load(f)["project"]["name"] == helpers.DISTRIBUTION
     assert importlib.metadata.distribution(helpers.DISTRIBUTION).name == helpers.DISTRIBUTION
-    marker = re.search(r'"([^"]+)" not in out', INSTALL)[1]
+    assert helpers.__version__ == course.version(), "pyproject.toml's version, in both places"
+    assert f'version = "{helpers.__version__}"' in INSTALL
+    marker = re.search(r'"([^"]+)" not in text', INSTALL)[1]
     assert helpers.DISTRIBUTION.startswith(marker) and marker in open(helpers.__file__).read()
     # the cell reads helpers/__init__.py where pip's output would be: no line of it is a reason
-    assert not re.findall(re.search(r're\.findall\(r"(.+?)", out\)', INSTALL)[1],
+    assert not re.findall(re.search(r're\.findall\(r"(.+?)", pip\)', INSTALL)[1],
                           open(helpers.__file__).read())
 
 
 def test_every_notebook_starts_with_the_install_cell():
     """...or, in a TPU notebook, with the cell that chooses the engine, then the install cell:
-    a Colab form of six lines at most, whose input the course site leaves out."""
+    a Colab form of plain statements (one per line), whose input the course site leaves out."""
     for path in NOTEBOOKS:
         first = 1 if path.stem in course.TPU_NOTEBOOKS else 0
         assert setup_sources(path)[first] == INSTALL, path.name
@@ -203,7 +208,7 @@ def test_every_notebook_starts_with_the_install_cell():
             assert "os.environ[" in setup_sources(path)[0], path.name
         cells = [c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
         assert cells[first]["metadata"] == course.INSTALL_METADATA, path.name
-    assert len(INSTALL.splitlines()) <= 6 and INSTALL.startswith("#@title ")
+    assert INSTALL.startswith("#@title ") and ";" not in INSTALL and len(INSTALL.splitlines()) < 30
     assert '{ display-mode: "form" }' in INSTALL.splitlines()[0]
 
 
@@ -260,6 +265,35 @@ def test_another_helpers_in_the_way_is_named_in_one_line(tmp_path, fake_pip):
     assert result["status"] == "error" and result["traceback"] == [], result
     assert result["stderr"] == f"UsageError: {foreign} hides the course's helpers\n"
     assert not (tmp_path / "pip.log").exists()
+
+
+OLD_RELEASE = '__version__ = "0.1.0"\nDISTRIBUTION = "fast-tf-course-helpers"\n'
+
+
+def test_an_older_release_of_the_helpers_is_replaced_by_this_notebooks(tmp_path, fake_pip):
+    """A runtime that kept v0.1.0 (a Kaggle session, a local Jupyter): pip installs this one."""
+    folder, site, env = fake_pip
+    write(folder, "sitecustomize.py", NO_COURSE_HELPERS)
+    write(site, "helpers/__init__.py", OLD_RELEASE)
+    check = f"import helpers; assert helpers.__version__ == {helpers.__version__!r}"
+    results = run_cells([INSTALL, check], tmp_path,
+                        {**env, "FAKE_PIP": "install", **python_path(folder)})
+    assert [r["status"] for r in results] == ["ok", "ok"], results
+    url = course.install_url(**course.settings())
+    assert (tmp_path / "pip.log").read_text() == f"install {url}\n", "pip got this release"
+
+
+def test_an_older_release_first_on_the_path_is_named_in_one_line(tmp_path, fake_pip):
+    """v0.1.0's helpers beside the notebook (an old clone) would hide what pip installs."""
+    folder, site, env = fake_pip
+    write(folder, "sitecustomize.py", NO_COURSE_HELPERS)
+    old = write(tmp_path, "helpers/__init__.py", OLD_RELEASE)
+    [result] = run_cells([INSTALL], tmp_path, {**env, "FAKE_PIP": "install", **python_path(folder)})
+    assert result["status"] == "error" and result["traceback"] == [], result
+    assert result["stderr"] == (
+        f"UsageError: {old} is another release of the course's helpers than this notebook's "
+        f"({helpers.__version__}) and comes first: remove it (or restart the runtime if it was "
+        "imported), then run this cell again\n")
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])

@@ -151,12 +151,13 @@ def test_clean_writes_the_install_cell_as_tools_course_has_it():
     install = next(c for c in cleaned["cells"] if c["cell_type"] == "code")
     assert "".join(install["source"]) == course.install_cell("new/home", "v2")
     assert install["metadata"] == course.INSTALL_METADATA  # a form; no input on the site
-    assert ' -m pip install git+https://github.com/new/home.git@v2")' in install_cell_of("new/home")
+    assert '"git+https://github.com/new/home.git@v2")' in install_cell_of("new/home")
     longest = course.install_cell("an-organisation-with-a-long-name/fast-tf-course-fork",
                                   "0123456789abcdef0123456789abcdef01234567")
     assert max(map(len, longest.splitlines())) <= 100, "ruff's line length, after `make set-repo`"
-    pieces = re.findall(r'^ +"([^"]*)"', longest, re.MULTILINE)  # the split command, rejoined
-    assert "".join(pieces) == " -m pip install " + course.install_url(
+    command = longest.split('pip install "\n')[1].split(")")[0]  # the split URL, rejoined
+    pieces = re.findall(r'^ +"([^"]*)"', command, re.MULTILINE)
+    assert "".join(pieces) == course.install_url(
         "an-organisation-with-a-long-name/fast-tf-course-fork",
         "0123456789abcdef0123456789abcdef01234567")
 
@@ -358,19 +359,6 @@ def test_new_cells_get_ids_no_other_cell_has_and_repeats_are_refused():
     assert len(ids) == len(set(ids)) and ids[5].startswith("cell-05-")
     cleaned["cells"][5]["id"] = "cell-05"
     assert any("cell ids must be unique" in p for p in problems(cleaned))
-
-
-def test_only_the_install_cell_may_join_statements(tmp_path):
-    """pyproject.toml lets notebooks join statements and imports on a line for the six-line
-    install form; tools.nbcheck runs ruff for those rules on every other cell."""
-    clean_path, joined_path = tmp_path / "clean.ipynb", tmp_path / "joined.ipynb"
-    clean_path.write_text(nbformat.writes(nbformat.from_dict(make_notebook())))
-    joined = make_notebook(extra=nbformat.v4.new_code_cell("import sys, os; x = 1\nif x: y = 2"))
-    joined_path.write_text(nbformat.writes(nbformat.from_dict(joined)))
-    found = nbcheck.joined_statements([clean_path, joined_path])
-    assert found[clean_path] == [], found
-    assert {problem.split()[3] for problem in found[joined_path]} == {
-        "E401", "E701", "E702", "I001"}, found
 
 
 def test_a_reference_in_the_docs_that_names_nothing_fails(tmp_path, monkeypatch, capsys):

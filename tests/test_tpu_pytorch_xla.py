@@ -5,8 +5,14 @@ wrong answers, on PyTorch/XLA's CPU backend split into 8 devices, in SPMD mode.
 CPU_NUM_DEVICES=8, as notebook 10's first cell sets them; elsewhere it is skipped.
 """
 
+import json
 import os
+import shutil
+import subprocess
+import sys
 from importlib.metadata import version
+from importlib.util import find_spec
+from pathlib import Path
 
 import pytest
 
@@ -22,7 +28,8 @@ import torch_xla.distributed.spmd as xs  # noqa: E402
 import torch_xla.runtime as xr  # noqa: E402
 from solved import solution_functions  # noqa: E402
 
-from helpers import devices, exercises, tpu_pytorch_xla  # noqa: E402
+from helpers import devices, exercises, tpu_pytorch_xla, workdirs  # noqa: E402
+from helpers.display import Table  # noqa: E402
 from helpers.errors import EngineError, RunSettingsChanged, RunUnreadable  # noqa: E402
 from helpers.lessons import nb10 as lesson  # noqa: E402
 
@@ -76,13 +83,224 @@ def test_a_later_runs_checkpoints_are_never_pruned(tmp_path):
 def test_a_run_folder_of_unreadable_checkpoints_stops_the_new_run(tmp_path):
     tpu_pytorch_xla.none_unreadable(tmp_path)  # nothing there: a new run may start
     (tmp_path / "step-0000900.pt").write_bytes(b"truncated")
-    with pytest.raises(RunUnreadable, match="none could be read .*nothing was deleted"):
+    with pytest.raises(RunUnreadable, match="none readable as this notebook's .*nothing was "
+                                            "deleted"):
         tpu_pytorch_xla.none_unreadable(tmp_path)
     assert (tmp_path / "step-0000900.pt").read_bytes() == b"truncated"
 
 
+ROOT = Path(__file__).parent.parent
+NOTEBOOK = ROOT / "notebooks" / "10_tpu_pytorch_xla.ipynb"
+SETTINGS = {"global_batch_size": 64, "use_bfloat16": True, "max_images": 2048, "dataset": "x"}
+
+
+def notebook_cells(*ids: str) -> str:
+    """Notebook 10's cells ``ids``, as one source: the code a learner runs, tested as it is."""
+    cells = {c.get("id"): "".join(c["source"]) for c in json.loads(NOTEBOOK.read_text())["cells"]}
+    return "\n\n".join(cells[i] for i in ids)
+
+
+def checkpointing(run, **names) -> dict:
+    """Notebook 10's save() and resume() (cells x10-save and cell-25) over ``run``, with fresh
+    networks and optimizers on the device, as cell 24 makes them (``names`` replace any)."""
+    generator, discriminator = (m.to(DEVICE) for m in (lesson.make_generator(),
+                                                       lesson.make_discriminator()))
+    space = {"os": os, "torch": torch, "xm": xm, "tpu_pytorch_xla": tpu_pytorch_xla,
+             "workdirs": workdirs, "run": run, "settings": SETTINGS, "losses": [],
+             "generator": generator, "discriminator": discriminator,
+             "g_opt": torch.optim.Adam(generator.parameters()),
+             "d_opt": torch.optim.Adam(discriminator.parameters()), **names}
+    exec(notebook_cells("x10-save", "cell-25"), space)
+    return space
+
+
+def _one_shape_changed(network: dict) -> dict:
+    first = next(iter(network))
+    return {**network, first: network[first][:1]}
+
+
+def _adam_state_of_other_shapes(optimizer: dict) -> dict:
+    state = {"step": torch.tensor(1.0), "exp_avg": torch.zeros(2), "exp_avg_sq": torch.zeros(2)}
+    return {**optimizer, "state": {0: state}}
+
+
+FOREIGN = {  # a file named like a checkpoint that loads, from a checkpoint of this notebook's
+    "a plain tensor": (lambda good: torch.zeros(3), "it holds a Tensor, not a dict"),
+    "no settings": (lambda good: {k: v for k, v in good.items() if k != "settings"},
+                    "no settings in it"),
+    "another model's weights": (lambda good: torch.nn.Linear(4, 2).state_dict(),
+                                "no d_opt, discriminator, g_opt, generator, losses, settings, "
+                                "step in it"),
+    "another network as the generator": (
+        lambda good: {**good, "generator": good["discriminator"]},
+        "its generator has other keys or shapes than this notebook's"),
+    "losses None": (lambda good: {**good, "losses": None},
+                    "its losses are not rows of (step, d_loss, g_loss)"),
+    "losses of two numbers": (lambda good: {**good, "losses": [[3, 0.5]]},
+                              "its losses are not rows of (step, d_loss, g_loss)"),
+    "settings a list": (lambda good: {**good, "settings": ["use_bfloat16"]},
+                        "its step is not a whole number, or its settings not a dict"),
+    "a wrong shape": (lambda good: {**good, "generator": _one_shape_changed(good["generator"])},
+                      "its generator has other keys or shapes than this notebook's"),
+    "an optimizer's state of other shapes": (
+        lambda good: {**good, "d_opt": _adam_state_of_other_shapes(good["d_opt"])},
+        "its d_opt has other keys or shapes than this notebook's"),
+    "another optimizer": (
+        lambda good: {**good, "g_opt": torch.optim.SGD(torch.nn.Linear(1, 1).parameters(),
+                                                       0.1).state_dict()},
+        "its g_opt has other keys or shapes than this notebook's"),
+}
+
+
+@pytest.mark.parametrize("name", FOREIGN)
+def test_a_foreign_file_named_like_a_checkpoint_is_skipped_for_the_one_before(name, tmp_path,
+                                                                              capsys):
+    """A step-NNNNNNN.pt that loads but is not this notebook's is skipped like a damaged one,
+    with a WARNING saying why, and the run resumes from the checkpoint before it."""
+    run = checkpointing(tmp_path)
+    run["losses"].append((3, 0.5, 0.75))
+    run["save"](3)
+    good = torch.load(tmp_path / "step-0000003.pt", weights_only=True)
+    foreign, why = FOREIGN[name]
+    torch.save(foreign(good), tmp_path / "step-0000006.pt")
+    resumed = checkpointing(tmp_path)
+    assert resumed["resume"]() == 3 and list(map(tuple, resumed["losses"])) == [(3, 0.5, 0.75)]
+    said = capsys.readouterr().out
+    assert (f"WARNING: step-0000006.pt is not one of this notebook's checkpoints ({why})\n"
+            "Resumed from step-0000003.pt: step 3.") in said, said
+    saved, loaded = (tpu_pytorch_xla.weights(r["generator"], r["discriminator"])
+                     for r in (run, resumed))
+    assert all(np.array_equal(a, b) for a, b in zip(saved, loaded, strict=True))
+
+
+def test_only_foreign_or_damaged_files_stop_in_one_line_deleting_nothing(tmp_path, capsys):
+    torch.save({"generator": torch.nn.Linear(4, 2).state_dict()}, tmp_path / "step-0000006.pt")
+    (tmp_path / "step-0000009.pt").write_bytes(b"truncated")
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    with pytest.raises(RunUnreadable) as stopped:
+        checkpointing(tmp_path)["resume"]()
+    assert str(stopped.value) == (
+        f"{tmp_path} holds 2 checkpoint(s), none readable as this notebook's (newest: "
+        "step-0000009.pt); nothing was deleted. Use another run_dir for a new run, or "
+        "fresh_start=True to replace them.")
+    damaged, foreign = capsys.readouterr().out.splitlines()
+    assert damaged.startswith("WARNING: step-0000009.pt could not be read (")
+    assert foreign == ("WARNING: step-0000006.pt is not one of this notebook's checkpoints (no "
+                       "d_opt, discriminator, g_opt, losses, settings, step in it)")
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+def test_a_checkpoint_made_with_other_settings_still_stops_the_resume(tmp_path):
+    run = checkpointing(tmp_path)
+    run["losses"].append((3, 0.5, 0.75))
+    run["save"](3)
+    kept = (tmp_path / "step-0000003.pt").read_bytes()
+    with pytest.raises(RunSettingsChanged, match="use_bfloat16 was True, now False.*nothing was "
+                                                 "deleted"):
+        checkpointing(tmp_path)["resume"]({**SETTINGS, "use_bfloat16": False})
+    assert (tmp_path / "step-0000003.pt").read_bytes() == kept
+
+
+FULL_DISK = """
+import json, os, sys
+from pathlib import Path
+import torch
+import torch_xla.core.xla_model as xm
+from helpers import tpu_pytorch_xla, workdirs
+from helpers.errors import DiskFull
+from helpers.lessons import nb10 as lesson
+
+run, cell = Path(sys.argv[1]), sys.argv[2]
+def parts(*networks):
+    return dict(zip(("generator", "discriminator"), networks), g_opt=torch.optim.Adam(
+        networks[0].parameters()), d_opt=torch.optim.Adam(networks[1].parameters()))
+space = {"os": os, "xm": xm, "tpu_pytorch_xla": tpu_pytorch_xla, "workdirs": workdirs,
+         "run": run, "settings": {}, "losses": [(1, 0.5, 0.5)]}
+exec(cell, space)
+space.update(parts(torch.nn.Linear(4, 4), torch.nn.Linear(4, 1)))  # a checkpoint that fits
+space["save"](1)
+older = (run / "step-0000001.pt").read_bytes()
+space.update(parts(lesson.make_generator(), lesson.make_discriminator()))  # one that does not
+try:
+    space["save"](2)
+    said = "saved"
+except DiskFull as error:
+    said = str(error)
+print(json.dumps({"said": said, "files": sorted(p.name for p in run.iterdir()),
+                  "older intact": (run / "step-0000001.pt").read_bytes() == older}))
+"""
+
+
+def in_a_small_tmpfs(folder: Path, *command: str) -> list[str]:
+    """``command`` (``$1`` is ``folder``), run where ``folder`` is a 4 MiB tmpfs of its own (a
+    user and mount namespace: nothing outside sees it, and it goes when the command ends)."""
+    mount = 'mount -t tmpfs -o size=4m none "$1" && shift && exec "$@"'
+    return ["unshare", "-Urm", "sh", "-c", mount, "tmpfs", str(folder), *command]
+
+
+def test_a_full_disk_stops_the_save_in_one_line_leaving_the_older_checkpoints(tmp_path):
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if not shutil.which("unshare") or subprocess.run(in_a_small_tmpfs(disk, "true"),
+                                                     capture_output=True).returncode:
+        pytest.skip("this machine refuses a user namespace's tmpfs (unshare -Urm): no small "
+                    "disk to fill")
+    child = subprocess.run(in_a_small_tmpfs(disk, sys.executable, "-c", FULL_DISK, str(disk),
+                                            notebook_cells("x10-save")),
+                           cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert child.returncode == 0, child.stderr[-3000:]
+    result = json.loads(child.stdout.splitlines()[-1])
+    assert result["said"].startswith(f"The disk of {disk} is full (") and "\n" not in result[
+        "said"], result
+    assert result["files"] == ["step-0000001.pt"] and result["older intact"], result
+
+
+ENGINES = ("torch", "torch_xla", "tensorflow", "keras", "jax")
+
+
+def test_the_course_modules_notebook_10_imports_import_no_engine():
+    """So that require_torch_xla runs before any engine is imported (notebook 10's cell 5)."""
+    child = subprocess.run([sys.executable, "-c", (
+        "import json, sys\n"
+        "from helpers import data, devices, exercises, tpu_pytorch_xla, workdirs\n"
+        "from helpers.display import Table, image_grid\n"
+        f"print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in {ENGINES})))")],
+        cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert child.returncode == 0, child.stderr[-3000:]
+    assert json.loads(child.stdout.splitlines()[-1]) == []
+
+
+NO_TORCH = 'import sys\nsys.modules["torch"] = None  # import fails, find_spec says None\n'
+BROKEN_TORCH = ("import sys\nsys.path.insert(0, sys.argv[1])  # a torch package whose import "
+                "fails\n")
+
+
+@pytest.mark.parametrize("runtime, has", [(NO_TORCH, "no torch"),
+                                          (BROKEN_TORCH, "a torch that fails to import (OSError)")],
+                         ids=["without torch", "torch fails to import"])
+def test_notebook_10s_imports_cell_stops_in_one_line_where_torch_is_missing_or_broken(
+        runtime, has, tmp_path):
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text(
+        'raise OSError("libcudnn.so.9: cannot open shared object file")')
+    cell = notebook_cells("cell-05")
+    child = subprocess.run([sys.executable, "-c", runtime + (
+        "from helpers.errors import EngineError\n"
+        "try:\n"
+        f"    exec({cell!r}, {{}})\n"
+        "except EngineError as error:\n"
+        "    print(error)\n"), str(tmp_path)], cwd=ROOT, capture_output=True, text=True,
+        timeout=300, env={**os.environ, "COLAB_RELEASE_TAG": "x"})
+    assert child.returncode == 0, child.stderr[-3000:]
+    assert child.stdout.splitlines() == [
+        f"This runtime has {has}; this notebook needs torch_xla 2.8 or newer: pick a TPU "
+        "runtime: Runtime > Change runtime type > v5e-1 TPU."], child.stdout
+
+
 def test_the_old_calls_are_probed_in_this_runtime():
-    rows = {row[0]: row[2] for row in tpu_pytorch_xla.old_and_new()}
+    space = {"xm": xm, "torch_xla": torch_xla, "Table": Table, "display": lambda table: None}
+    exec(notebook_cells("x10-old-probe", "cell-32"), space)
+    rows = {row[0]: row[2] for row in space["old_and_new"]}
     assert rows["xm.xrt_world_size(), xm.get_ordinal()"] == "xm.xrt_world_size: gone"
     assert "torch_xla.device" in rows["xm.xla_device()"]
     # torch_xla 2.8 (Kaggle's TPU image) still has torch_xla.amp.GradScaler; 2.9 removed it
@@ -119,6 +337,10 @@ def test_a_missing_or_old_torch_xla_stops_in_one_line_naming_what_to_change_here
     here = devices.detect_platform(environ)
     named = {name for name in ("Colab", "Kaggle") if name in said}
     assert named == ({"Colab", "Kaggle"} if here == "local" and not tpu else set()), said
+    monkeypatch.setattr(tpu_pytorch_xla, "find_spec",
+                        lambda name: None if name == "torch" else find_spec(name))
+    with pytest.raises(EngineError, match="This runtime has no torch; .*v5e-1 TPU"):
+        tpu_pytorch_xla.require_torch_xla("2.8", {})
     monkeypatch.setattr(tpu_pytorch_xla, "find_spec", lambda name: None)
     with pytest.raises(EngineError, match="This runtime has no torch_xla; .*v5e-1 TPU"):
         tpu_pytorch_xla.require_torch_xla("2.8", {})

@@ -232,7 +232,7 @@ def test_a_lock_or_marker_that_is_not_a_plain_file_is_never_written_through(tmp_
     work = tmp_path / "work"
     work.mkdir()
     (work / workdirs.LOCK).symlink_to(target)
-    (work / workdirs.MARKER).write_text(workdirs.MARKER_TEXT)
+    (work / workdirs.MARKER).write_text(workdirs.MARKER_TEXT.format(made_by=""))
     with pytest.raises(WorkFolderBusy, match="cannot be opened as a lock .*nothing was deleted"):
         workdirs.prepare(work, "work_dir")
     assert target.read_text() == "the user's file" and (work / workdirs.LOCK).is_symlink()
@@ -379,3 +379,117 @@ def test_where_the_file_system_has_no_locks_the_folder_is_used_and_it_says_so(
     workdirs.prepare(work / "inner")  # a work folder inside: emptied with the outer one
     workdirs.prepare(work)
     assert not (work / "inner").exists()
+
+
+TEN, FIVE = "10_tpu_pytorch_xla", "05_survive_a_disconnect"
+
+
+def test_fresh_start_never_empties_another_notebooks_run(tmp_path):
+    """Issue 48: 05 with fresh_start=True and 10's run_dir deleted 10's checkpoints."""
+    runs = workdirs.prepare(tmp_path / "runs", "run_dir", fresh=False, notebook=FIVE)
+    run = workdirs.prepare(runs / "xla_dcgan_run", "run_dir", fresh=False, notebook=TEN)
+    (run / "step-0000003.pt").write_bytes(b"10's checkpoint")
+    before = files(run)
+    for fresh in (True, False):
+        with pytest.raises(ParameterError, match=rf"xla_dcgan_run is {TEN}'s \(its .course_work"):
+            workdirs.prepare(run, "run_dir", fresh=fresh, notebook=FIVE)
+    with pytest.raises(ParameterError, match=f"xla_dcgan_run is {TEN}'s"):  # 10's run inside
+        workdirs.prepare(runs, "run_dir", fresh=True, notebook=FIVE)
+    assert files(run) == before
+    workdirs.prepare(run, "run_dir", fresh=True, notebook=TEN)  # its own notebook may
+    assert not (run / "step-0000003.pt").exists()
+    assert f"made by: {TEN}\n" in (run / workdirs.MARKER).read_text()
+
+
+@pytest.mark.parametrize("names, owner", [(["step-0000005.pt"], TEN),
+                                          (["checkpoint", "ckpt-3.index", "run.json"], FIVE)])
+def test_a_folder_marked_before_markers_named_a_notebook_is_judged_by_its_files(
+        tmp_path, names, owner):
+    run = tmp_path / "old_run"
+    run.mkdir()
+    (run / workdirs.MARKER).write_text(workdirs.MARKER_TEXT.format(made_by=""))
+    for name in names:
+        (run / name).write_text("kept")
+    before = files(run)
+    with pytest.raises(ParameterError, match=f"is {owner}'s"):
+        workdirs.prepare(run, "run_dir", fresh=True, notebook=TEN if owner == FIVE else FIVE)
+    assert files(run) == before
+    workdirs.prepare(run, "run_dir", fresh=True, notebook=owner)
+    assert not any((run / name).exists() for name in names)
+
+
+@pytest.mark.parametrize("value", ["/dev/shm", "/proc", "/sys/kernel/new", "/run/course", "/var",
+                                   "/var/lib/course", "/tmp", "/opt"])
+def test_system_and_shared_folders_are_refused_in_one_line(value):
+    with pytest.raises(ParameterError) as error:
+        folder()("work_dir", value)
+    assert str(error.value).startswith(f"Invalid parameter work_dir={value!r}: it is ")
+    assert "system" in str(error.value) and "\n" not in str(error.value)
+
+
+def test_a_name_longer_than_the_file_system_allows_is_refused_in_one_line(tmp_path):
+    value = str(tmp_path / "runs" / ("x" * 300))
+    with pytest.raises(ParameterError, match=r"is 300 bytes long, over this file system's limit"):
+        folder()("run_dir", value)
+
+
+def test_a_folder_inside_a_file_is_refused_in_one_line(tmp_path):
+    (tmp_path / "notes.txt").write_text("a file")
+    with pytest.raises(ParameterError, match=r"notes.txt is a file, so no folder can be made in"):
+        folder()("work_dir", str(tmp_path / "notes.txt" / "runs" / "a"))
+
+
+def in_mount_namespace(script: str, tmp_path) -> subprocess.CompletedProcess:
+    """Shell ``script`` in a user and mount namespace of its own (mounts without privileges),
+    in ``tmp_path``, with ``$PY`` this Python; skipped where the namespace is refused."""
+    if not shutil.which("unshare") or subprocess.run(["unshare", "-Urm", "true"]).returncode:
+        pytest.skip("unshare -Urm is refused here: no mount without privileges")
+    env = {**os.environ, "PY": sys.executable, "PYTHONPATH": str(Path(__file__).parent.parent)}
+    return subprocess.run(["unshare", "-Urm", "sh", "-ec", script], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+PREPARE = """$PY -c 'import sys
+from helpers import workdirs
+try:
+    workdirs.prepare(sys.argv[1], "work_dir", notebook="03_tfdata_pipelines")
+except Exception as error:
+    print(f"{type(error).__name__}: {error}")' "$@" """
+
+
+def test_a_file_system_mounted_inside_is_never_reached_into(tmp_path):
+    done = in_mount_namespace(f"""set -- work; {PREPARE}
+        echo mine > work/data.txt; mkdir work/inner; mount -t tmpfs none work/inner
+        echo theirs > work/inner/file; {PREPARE}; cat work/data.txt work/inner/file""", tmp_path)
+    assert done.returncode == 0, done.stderr
+    refused, kept = done.stdout.split("\n", 1)
+    assert refused.startswith("ParameterError: Invalid parameter work_dir='work': a file system "
+                              "is mounted inside it (work/inner)"), refused
+    assert kept == "mine\ntheirs\n"
+
+
+def test_a_folder_that_cannot_be_written_is_refused_before_any_work(tmp_path):
+    done = in_mount_namespace(f"""mkdir shared; mount --bind shared shared
+        mount -o remount,ro,bind shared; set -- shared/new; {PREPARE}""", tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("ParameterError: Invalid parameter work_dir='shared/new': "), (
+        done.stdout)
+    assert "shared is not writable by this user" in done.stdout and done.stdout.count("\n") == 1
+
+
+def test_a_full_disk_is_said_in_one_line_and_leaves_nothing_partial(tmp_path):
+    """run.json on a full disk: one line naming the folder and its free space, no .partial."""
+    done = in_mount_namespace("""mkdir disk; mount -t tmpfs -o size=256k none disk
+        $PY -c 'from helpers import workdirs; workdirs.prepare("disk/run", "run_dir", fresh=False)'
+        dd if=/dev/zero of=disk/filler bs=4k 2>/dev/null || true
+        $PY -c 'from helpers import workdirs
+try:
+    workdirs.same_run("disk/run", {"batch_size": 256, "notes": "x" * 65536})
+except Exception as error:
+    print(f"{type(error).__name__}: {error}")'
+        ls -A disk/run""", tmp_path)
+    assert done.returncode == 0, done.stderr
+    said, left = done.stdout.split("\n", 1)
+    assert said.startswith("DiskFull: The disk of disk/run is full (0.0 MiB free): the save "
+                           "failed, what it had written was removed"), said
+    assert sorted(left.split()) == sorted([workdirs.LOCK, workdirs.MARKER])

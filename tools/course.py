@@ -46,27 +46,53 @@ def install_url(repository: str, ref: str) -> str:
     return f"git+https://github.com/{repository}.git@{ref}"
 
 
-#: The first code cell of every notebook (a TPU notebook's second): it installs the release.
+#: The first code cell of every notebook (a TPU notebook's second): it installs the release whose
+#: version its helpers/__init__.py names, unless Python already finds that one.
 INSTALL_CELL = """\
 #@title Set up: install the course's helpers { display-mode: "form" }
-import importlib.util as iu, re, subprocess as sp, sys; from IPython.core.error import UsageError
-out = open(s.origin).read() if (s := iu.find_spec("helpers")) else sp.getoutput(sys.executable +
-    " -m pip install {url}")
-if s and "fast-tf-course" not in out: raise UsageError(f"{s.origin} hides the course's helpers")
-if err := re.findall(r"(?m)^ *(fatal.*|ERROR(?!: pip).*|error: p.*)", out): raise UsageError(err[0])
+import importlib.util
+import re
+import subprocess
+import sys
+
+from IPython.core.error import UsageError
+
+version = "<version>"  # this notebook's release of the course's helpers
+found = importlib.util.find_spec("helpers")
+text = open(found.origin).read() if found else ""
+if found and "fast-tf-course" not in text:
+    raise UsageError(f"{found.origin} hides the course's helpers")
+if f'__version__ = "{version}"' not in text:  # missing, or another release
+    pip = subprocess.getoutput(f"{sys.executable} -m pip install "
+<url>)
+    if failed := re.findall(r"(?m)^ *(fatal.*|ERROR(?!: pip).*|error: p.*)", pip):
+        raise UsageError(failed[0])
+    importlib.invalidate_caches()
+    found = importlib.util.find_spec("helpers")
+    if f'__version__ = "{version}"' not in open(found.origin).read():
+        raise UsageError(f"{found.origin} is another release of the course's helpers than "
+                         f"this notebook's ({version}) and comes first: remove it (or restart "
+                         "the runtime if it was imported), then run this cell again")
 """
 INSTALL_METADATA = {"cellView": "form", "jupyter": {"source_hidden": True},
                     "tags": ["remove-input"]}  # a form on Colab, hidden in Jupyter, on the site
 
 
+def version() -> str:
+    """The course's version (pyproject.toml), which helpers/__init__.py names too."""
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+
+
 def install_cell(repository: str, ref: str) -> str:
-    lines, line = [], '    "'
-    for piece in (" -m pip install git+https://github.com/", f"{repository}.git", f"@{ref}"):
+    indent = " " * len('    pip = subprocess.getoutput(')
+    lines, line = [], indent + '"'
+    for piece in ("git+https://github.com/", f"{repository}.git", f"@{ref}"):
         if len(line) + len(piece) + len('")') > 100:  # a long name, a commit: split the string
             lines.append(line + '"')
-            line = '    "'
+            line = indent + '"'
         line += piece
-    return INSTALL_CELL.replace('    " -m pip install {url}")', "\n".join([*lines, line + '")']))
+    url = "\n".join([*lines, line + '"'])
+    return INSTALL_CELL.replace("<version>", version()).replace("<url>)", url + ")")
 
 
 def notebook_paths(folder: Path = NOTEBOOKS) -> list[Path]:

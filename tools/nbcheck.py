@@ -8,14 +8,12 @@ from __future__ import annotations
 import ast
 import json
 import re
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 from tools import course
 from tools.lessons import defined_names
-from tools.nbclean import INSTALL_TITLE, VALIDATION_METADATA, VALIDATION_TITLE, clean, dumps
+from tools.nbclean import VALIDATION_METADATA, VALIDATION_TITLE, clean, dumps
 
 NAME_RE = re.compile(r"^\d\d_[a-z0-9]+(_[a-z0-9]+)*\.ipynb$")
 MAX_CODE_LINES = 25
@@ -152,40 +150,12 @@ def _check_parameters(cells, index, stem, known_profiles) -> list[str]:
     return problems
 
 
-INSTALL_CELL_ONLY = "E401,E701,E702,I001"  # what pyproject.toml allows the install cell alone
-
-
-def joined_statements(paths: list[Path]) -> dict[Path, list[str]]:
-    """Per notebook, ruff's :data:`INSTALL_CELL_ONLY` findings outside the install cell."""
-    found: dict[Path, list[str]] = {path: [] for path in paths}
-    with tempfile.TemporaryDirectory() as folder:
-        copies = {}
-        for index, path in enumerate(paths):
-            nb = json.loads(course.notebook_text(path))
-            nb["cells"] = [c for c in nb["cells"] if not source(c).startswith(INSTALL_TITLE)]
-            copy = Path(folder) / f"{index:03d}_{path.name}"
-            copy.write_text(json.dumps(nb))
-            copies[str(copy)] = path
-        ran = subprocess.run(
-            [sys.executable, "-m", "ruff", "check", "--no-cache", "--output-format", "concise",
-             "--config", str(course.ROOT / "pyproject.toml"), "--config",
-             "lint.per-file-ignores = {}", "--select", INSTALL_CELL_ONLY, folder],
-            capture_output=True, text=True)
-    for line in ran.stdout.splitlines():
-        name, _, finding = line.partition(":")
-        if name in copies:
-            found[copies[name]].append(f"ruff: {finding.strip()}")
-    if ran.returncode not in (0, 1) or (ran.returncode and not any(found.values())):
-        raise SystemExit(f"ruff could not check the notebooks: {ran.stderr or ran.stdout}")
-    return found
-
-
 def main(argv: list[str] | None = None) -> int:
     paths = [Path(p) for p in (sys.argv[1:] if argv is None else argv)] or course.notebook_paths()
-    conf, known, joined = course.settings(), course.profiles(), joined_statements(paths)
+    conf, known = course.settings(), course.profiles()
     failed = 0
     for path in paths:
-        problems = check_notebook(path, course.notebook_text(path), conf, known) + joined[path]
+        problems = check_notebook(path, course.notebook_text(path), conf, known)
         failed += bool(problems)
         for problem in problems:
             print(f"{path}: {problem}")

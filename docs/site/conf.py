@@ -25,7 +25,8 @@ nb_execution_mode = "off"
 # turn notebook 04's progress animation back into "<IPython.core.display.Image object>".
 nb_mime_priority_overrides = [("html", "image/gif", 60)]
 nb_merge_streams = True
-myst_heading_anchors = 3  # links such as notebooks/05_survive_a_disconnect.ipynb#a-disconnect-for-real
+# links such as notebooks/05_survive_a_disconnect.ipynb#a-disconnect-for-real
+myst_heading_anchors = 3
 myst_enable_extensions = ["colon_fence"]
 
 html_theme = "sphinx_book_theme"

@@ -45,7 +45,7 @@ from pathlib import Path
 
 import tensorflow as tf
 
-from helpers import data, dcgan, survive_a_disconnect  # plumbing: data, scores, files
+from helpers import data, dcgan, survive_a_disconnect, workdirs  # plumbing: data, scores, files
 from helpers.lessons.nb04 import new_run, train  # notebook 04's run and loop
 
 
@@ -92,7 +92,8 @@ def restore(manager):
 # 05_survive_a_disconnect.ipynb, section 'Checkpoints'
 def save(run, step):
     run.step.assign(step)  # the host's count, into the checkpointed variable
-    run.manager.save(checkpoint_number=step)  # then prunes the oldest beyond max_to_keep
+    with workdirs.saving(run.manager.directory, f"ckpt-{step}[._]*", "checkpoint.tmp*"):
+        run.manager.save(checkpoint_number=step)  # then prunes the oldest beyond max_to_keep
     run.history.save()
 
 
