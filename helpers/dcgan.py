@@ -90,7 +90,8 @@ class History:
             saved = json.loads(self.path.read_text()) if self.path.exists() else {}
             self.losses = [[int(at), float(d), float(g)] for at, d, g in saved.get("losses", [])
                            if at <= step]
-            self.epochs = [row for row in saved.get("epochs", []) if float(row["step"]) <= step]
+            self.epochs = [{**row, "epoch": int(row["epoch"]), "grid": str(row["grid"])}
+                           for row in saved.get("epochs", []) if float(row["step"]) <= step]
         except (OSError, ValueError, TypeError, AttributeError, KeyError, RecursionError):
             aside = self.path.rename(f"{self.path}.unreadable-{time.time():.0f}")
             print(f"WARNING: the loss history up to step {step} could not be read; it was set "
@@ -295,8 +296,9 @@ class Scorer:
             self.model.fit(x_train / 255.0, y_train, epochs=epochs, batch_size=128, verbose=0)
             path.parent.mkdir(parents=True, exist_ok=True)
             partial = path.with_name(f"partial_{path.name}")  # whole, or not there at all
-            self.model.save_weights(partial)
-            os.replace(partial, path)
+            with workdirs.saving(path.parent, partial.name):
+                self.model.save_weights(partial)
+                os.replace(partial, path)
             note = f"trained the scoring classifier and cached it as {path.name}"
         self.features = keras.Model(self.model.input, self.model.get_layer("features").output)
         self.reference = self._run(self.features, x_reference / 255.0)

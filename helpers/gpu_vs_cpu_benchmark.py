@@ -238,6 +238,7 @@ def matmul_panel(kinds: dict[str, str], run: Callable, show: Callable):
 def check_parameters(*, sizes, dtypes, repeats, loop_steps, train_images, epochs, batch_size,
                      batch_sizes, interactive):
     """Notebook 02's parameters, checked before any work: one line names a wrong one."""
+    most = train_images if isinstance(train_images, int) and 64 <= train_images < 65536 else 65536
     return validate(
         sizes=(sizes, list_of(integer(16, 16384), "expected a list of integers from 16 to 16384")),
         dtypes=(dtypes, list_of(one_of(*DTYPES), f"expected a list from {DTYPES}")),
@@ -245,6 +246,6 @@ def check_parameters(*, sizes, dtypes, repeats, loop_steps, train_images, epochs
         loop_steps=(loop_steps, integer(2, 100_000)),
         train_images=(train_images, all_of(integer(64, 1_000_000), fits_in_memory(8 * 28 * 28))),
         epochs=(epochs, integer(2, 100)),
-        batch_size=(batch_size, integer(1, 65536)),
-        batch_sizes=(batch_sizes, list_of(integer(1, 65536), "expected a list of integers >= 1")),
+        batch_size=(batch_size, integer(1, most)),  # at most the images it trains on
+        batch_sizes=(batch_sizes, list_of(integer(1, most), f"expected integers from 1 to {most}")),
         interactive=(interactive, boolean()))

@@ -527,7 +527,7 @@ def check_parameters(*, replicas, per_replica_batch, scaling_epochs, max_images,
                      global_batch_size, worker_steps, checkpoint_every, kill_at_step,
                      profile_steps, decode_ms, work_dir, open_ports):
     """Notebook 08's parameters, checked before any work: one line names a wrong one."""
-    images = max_images if isinstance(max_images, int) and max_images > 0 else 10**12
+    images = max_images if isinstance(max_images, int) and max_images >= 256 else 10**12  # valid
     most = images // replicas if isinstance(replicas, int) and replicas > 0 else images
     return rules.validate(
         replicas=(replicas, rules.integer(1, 64)),

@@ -109,8 +109,8 @@ def _fits(saved, part) -> bool:
         if [(sorted(g), len(g["params"])) for g in saved["param_groups"]] != groups:
             return False  # another optimizer, or other networks' parameters
         shapes = [p.shape for group in part.param_groups for p in group["params"]]
-        return all(getattr(t, "shape", None) in ((), shapes[i])
-                   for i, state in saved["state"].items() for t in state.values())
+        return all(getattr(t, "shape", None) == (() if key == "step" else shapes[i])
+                   for i, state in saved["state"].items() for key, t in state.items())
     except (AttributeError, IndexError, KeyError, TypeError):
         return False
 

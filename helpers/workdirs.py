@@ -101,15 +101,14 @@ def refuse(name: str, value, why: str):
 
 
 def prepare(path, name: str = "work_dir", fresh: bool = True, notebook: str = "") -> Path:
-    """Make ``path`` ready for ``notebook`` (created, marked, locked, emptied if ``fresh``), or
-    refuse it intact (see :func:`not_ours`)."""
+    """Make ``path`` ready for ``notebook`` (created, marked, locked, emptied if ``fresh``)."""
     path = Path(path)
     if (why := problem(path)) is not None:
         raise refuse(name, str(path), why)
     if path.is_dir() and is_marked(path):
-        lock(path)  # before anything is emptied: another process using it stops here
-        if (why := not_ours(path, name, fresh, notebook)) is not None:
+        if (why := not_ours(path, name, fresh, notebook)) is not None:  # refused: never locked
             raise refuse(name, str(path), why)
+        lock(path)  # before anything is emptied: another process using it stops here
     if path.is_dir() and is_marked(path) and fresh:
         with _locks_inside(path):  # a work folder inside, in use elsewhere, stops it here
             for entry in path.iterdir():
@@ -126,8 +125,7 @@ def prepare(path, name: str = "work_dir", fresh: bool = True, notebook: str = ""
 
 
 def not_ours(path: Path, name: str, fresh: bool, notebook: str) -> str | None:
-    """Why ``notebook`` must not use (or, ``fresh``, empty) marked folder ``path``: another
-    notebook's folder, in it or inside it; a run in a work_dir; a file system mounted inside."""
+    """Why ``notebook`` must not use (or, ``fresh``, empty) marked folder ``path``, or None."""
     for folder in sorted({p.parent for p in path.rglob(MARKER)} if fresh else {path}):
         if notebook and (owner := made_by(folder)) not in (None, notebook):
             return (f"{folder} is {owner}'s (its {MARKER} or its files say so), and only {owner} "
@@ -196,8 +194,7 @@ def _take(folder: Path):
 
 @contextlib.contextmanager
 def saving(folder, *leftovers: str):
-    """Save into ``folder``; a full disk raises :class:`DiskFull` (one line), with what the
-    save left (``leftovers``: glob patterns in ``folder``) removed, and any other error as it is."""
+    """A save into ``folder``: a full disk raises :class:`DiskFull`, ``leftovers`` (globs) gone."""
     try:
         yield
     except Exception as error:

@@ -344,6 +344,8 @@ DAMAGED_HISTORIES = {  # history.json as a disconnect mid-write, or an edit, can
     "short rows": b'{"losses": [[1, 0.69]], "epochs": []}',
     "a text step": b'{"losses": [["1", 0.69, 0.69]], "epochs": []}',
     "epoch rows": b'{"losses": [], "epochs": [[2]]}',
+    "an epoch row without its grid": b'{"losses": [], "epochs": [{"step": 1, "epoch": 1}]}',
+    "an epoch row without its number": b'{"epochs": [{"step": 1, "grid": "epoch_0001.png"}]}',
     "not text": b"\xff\xfe\x00history",
 }
 

@@ -202,6 +202,8 @@ def test_notebook_08_refuses_a_batch_larger_than_its_images(settings, message):
                  global_batch_size=64, worker_steps=8, checkpoint_every=4, kill_at_step=6,
                  profile_steps=2, decode_ms=0, work_dir="course_runs/x", open_ports=False)
     assert scale_out_profile.check_parameters(**given).max_images == 1024
+    with pytest.raises(ParameterError, match="^Invalid parameter max_images=10: "):  # its own rule
+        scale_out_profile.check_parameters(**{**given, "max_images": 10})
     with pytest.raises(ParameterError) as error:
         scale_out_profile.check_parameters(**{**given, **settings})
     assert str(error.value) == f"Invalid parameter {message}."

@@ -292,8 +292,20 @@ def test_an_older_release_first_on_the_path_is_named_in_one_line(tmp_path, fake_
     assert result["status"] == "error" and result["traceback"] == [], result
     assert result["stderr"] == (
         f"UsageError: {old} is another release of the course's helpers than this notebook's "
-        f"({helpers.__version__}) and comes first: remove it (or restart the runtime if it was "
-        "imported), then run this cell again\n")
+        f"({helpers.__version__}) and comes first: remove it\n")
+
+
+def test_an_older_release_already_imported_asks_for_a_restart(tmp_path, fake_pip):
+    """pip would replace its files, but the kernel keeps the modules it imported."""
+    folder, site, env = fake_pip
+    write(folder, "sitecustomize.py", NO_COURSE_HELPERS)
+    old = write(site, "helpers/__init__.py", OLD_RELEASE)
+    results = run_cells(["import helpers", INSTALL], tmp_path,
+                        {**env, "FAKE_PIP": "install", **python_path(folder)})
+    assert results[1]["status"] == "error" and results[1]["traceback"] == [], results
+    assert results[1]["stderr"] == (
+        f"UsageError: This kernel imported {old}: restart the runtime first\n")
+    assert not (tmp_path / "pip.log").exists()
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])

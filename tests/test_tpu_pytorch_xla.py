@@ -119,8 +119,9 @@ def _one_shape_changed(network: dict) -> dict:
     return {**network, first: network[first][:1]}
 
 
-def _adam_state_of_other_shapes(optimizer: dict) -> dict:
-    state = {"step": torch.tensor(1.0), "exp_avg": torch.zeros(2), "exp_avg_sq": torch.zeros(2)}
+def _adam_state_of_other_shapes(optimizer: dict, shape=(2,)) -> dict:
+    state = {"step": torch.tensor(1.0), "exp_avg": torch.zeros(shape),
+             "exp_avg_sq": torch.zeros(shape)}
     return {**optimizer, "state": {0: state}}
 
 
@@ -144,6 +145,9 @@ FOREIGN = {  # a file named like a checkpoint that loads, from a checkpoint of t
                       "its generator has other keys or shapes than this notebook's"),
     "an optimizer's state of other shapes": (
         lambda good: {**good, "d_opt": _adam_state_of_other_shapes(good["d_opt"])},
+        "its d_opt has other keys or shapes than this notebook's"),
+    "an optimizer's moments as scalars": (  # only its step may be one
+        lambda good: {**good, "d_opt": _adam_state_of_other_shapes(good["d_opt"], ())},
         "its d_opt has other keys or shapes than this notebook's"),
     "another optimizer": (
         lambda good: {**good, "g_opt": torch.optim.SGD(torch.nn.Linear(1, 1).parameters(),

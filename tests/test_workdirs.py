@@ -396,6 +396,10 @@ def test_fresh_start_never_empties_another_notebooks_run(tmp_path):
     with pytest.raises(ParameterError, match=f"xla_dcgan_run is {TEN}'s"):  # 10's run inside
         workdirs.prepare(runs, "run_dir", fresh=True, notebook=FIVE)
     assert files(run) == before
+    workdirs._HELD.pop(run.resolve()).close()  # as if 10's kernel were another process:
+    with pytest.raises(ParameterError, match=f"is {TEN}'s"):
+        workdirs.prepare(run, "run_dir", fresh=True, notebook=FIVE)
+    assert run.resolve() not in workdirs._HELD, "a refused folder is never locked (10 needs it)"
     workdirs.prepare(run, "run_dir", fresh=True, notebook=TEN)  # its own notebook may
     assert not (run / "step-0000003.pt").exists()
     assert f"made by: {TEN}\n" in (run / workdirs.MARKER).read_text()

@@ -58,6 +58,9 @@ import sys
 from IPython.core.error import UsageError
 
 version = "<version>"  # this notebook's release of the course's helpers
+imported = sys.modules.get("helpers")  # by an earlier cell: pip would not replace it
+if imported and getattr(imported, "__version__", "") != version:
+    raise UsageError(f"This kernel imported {imported.__file__}: restart the runtime first")
 found = importlib.util.find_spec("helpers")
 text = open(found.origin).read() if found else ""
 if found and "fast-tf-course" not in text:
@@ -67,12 +70,10 @@ if f'__version__ = "{version}"' not in text:  # missing, or another release
 <url>)
     if failed := re.findall(r"(?m)^ *(fatal.*|ERROR(?!: pip).*|error: p.*)", pip):
         raise UsageError(failed[0])
-    importlib.invalidate_caches()
     found = importlib.util.find_spec("helpers")
     if f'__version__ = "{version}"' not in open(found.origin).read():
         raise UsageError(f"{found.origin} is another release of the course's helpers than "
-                         f"this notebook's ({version}) and comes first: remove it (or restart "
-                         "the runtime if it was imported), then run this cell again")
+                         f"this notebook's ({version}) and comes first: remove it")
 """
 INSTALL_METADATA = {"cellView": "form", "jupyter": {"source_hidden": True},
                     "tags": ["remove-input"]}  # a form on Colab, hidden in Jupyter, on the site
