@@ -68,12 +68,12 @@ if found and "fast-tf-course" not in text:
 if f'__version__ = "{version}"' not in text:  # missing, or another release
     pip = subprocess.getoutput(f"{sys.executable} -m pip install "
 <url>)
-    if failed := re.findall(r"(?m)^ *(fatal.*|ERROR(?!: pip).*|error: p.*)", pip):
+    failed = re.findall(r"(?m)^ *(fatal.*|ERROR(?!: pip).*|error: p.*)", pip)
+    if failed:
         raise UsageError(failed[0])
     found = importlib.util.find_spec("helpers")
     if f'__version__ = "{version}"' not in open(found.origin).read():
-        raise UsageError(f"{found.origin} is another release of the course's helpers than "
-                         f"this notebook's ({version}) and comes first: remove it")
+        raise UsageError(f"{found.origin}, another release, comes first: remove it")
 """
 INSTALL_METADATA = {"cellView": "form", "jupyter": {"source_hidden": True},
                     "tags": ["remove-input"]}  # a form on Colab, hidden in Jupyter, on the site

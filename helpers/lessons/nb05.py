@@ -71,7 +71,8 @@ OTHER_VARIABLES = (tf.errors.InvalidArgumentError, ValueError, AssertionError)  
 def restore(manager):
     """Restore the newest checkpoint file that loads (whatever the index lists); its step. An
     unreadable one is skipped; one that holds other variables (another run's) stops."""
-    for path in reversed(on_disk := survive_a_disconnect.checkpoints_on_disk(manager.directory)):
+    on_disk = survive_a_disconnect.checkpoints_on_disk(manager.directory)
+    for path in reversed(on_disk):
         try:
             manager.checkpoint.restore(path).assert_existing_objects_matched()
         except OTHER_VARIABLES as error:  # other shapes or objects: made with other settings
