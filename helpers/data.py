@@ -38,8 +38,7 @@ class ImageData:  # train and test images (uint8, NHWC), integer labels, and whe
     y_test: np.ndarray
     class_names: list[str]
     source: str
-    fell_back: bool = False
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # why it fell back, where it did
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -50,7 +49,7 @@ def save(images: ImageData, path) -> Path:
     """``images`` in one ``.npz`` file, for another process to read (:func:`load_saved`)."""
     np.savez(path, x_train=images.x_train, y_train=images.y_train, x_test=images.x_test,
              y_test=images.y_test, class_names=np.array(images.class_names),
-             about=np.array([images.name, images.source]), fell_back=images.fell_back)
+             about=np.array([images.name, images.source]))
     return Path(path)
 
 
@@ -58,7 +57,7 @@ def load_saved(path) -> ImageData:
     with np.load(path, allow_pickle=False) as f:
         name, source = (str(v) for v in f["about"])
         return ImageData(name, f["x_train"], f["y_train"], f["x_test"], f["y_test"],
-                         [str(c) for c in f["class_names"]], source, bool(f["fell_back"]))
+                         [str(c) for c in f["class_names"]], source)
 
 
 def load(name: str = "mnist", *, limit: int | None = None, verbose: bool = True) -> ImageData:
@@ -76,7 +75,7 @@ def load(name: str = "mnist", *, limit: int | None = None, verbose: bool = True)
                 data = _digits(shape)
             except ImportError:  # no scikit-learn
                 data = _synthetic(shape)
-            data.name, data.fell_back = f"{data.name} (standing in for {name})", True
+            data.name = f"{data.name} (standing in for {name})"
             data.notes += [f"Could not load {name} ({reason}).",
                            f"FELL BACK: using {data.source} instead of {name}; " + (
                                "the same ten digits, other images." if name == "mnist"

@@ -6,6 +6,7 @@ from helpers.devices import accelerator_rule
 from helpers.models import replica_classifier
 from helpers.params import all_of, check, enough_images, folder, integer, one_of, validate
 from helpers.timing import epoch_timer, steady_state
+from helpers.yardstick import distance, flat
 
 
 def expected_replicas(accelerator: object, logical_devices: object, gpus: int, tpu_usable: bool):
@@ -49,20 +50,29 @@ def compile_classifier(model, steps_per_execution: int = 1):
     return model
 
 
-def classifier_step_results(runs: dict, synchronized: bool = True) -> dict:
-    """Per ``{name: (strategy, x, y)}``: loss and weights after one ``fit`` step, same start."""
+def classifier_step_results(runs: dict, x, y, synchronized: bool = True) -> dict:
+    """Per ``{name: (strategy, dtype)}``: the loss and the update (flat, float64) of one ``fit``
+    step on ``x, y``, every run from the same weights; a float64 run is the yardstick's."""
     import keras
 
     results, start = {}, None
-    for name, (strategy, x, y) in runs.items():
-        with strategy.scope():
-            keras.utils.set_random_seed(0)
-            model = compile_classifier(replica_classifier(x.shape[1:], synchronized=synchronized))
+    for name, (strategy, dtype) in runs.items():
+        keras.mixed_precision.set_global_policy(dtype)
+        keras.config.set_floatx(dtype)
+        try:
+            with strategy.scope():
+                keras.utils.set_random_seed(0)
+                model = compile_classifier(replica_classifier(x.shape[1:],
+                                                              synchronized=synchronized))
+        finally:
+            keras.config.set_floatx("float32")
+            keras.mixed_precision.set_global_policy("float32")
         start = start or model.get_weights()
-        model.set_weights(start)
+        model.set_weights([w.astype(dtype) for w in start])
         history = model.fit(in_memory_dataset(x, y, len(x), shuffle=False), epochs=1, verbose=0,
                             shuffle=False)
-        results[name] = {"loss": history.history["loss"][-1], "weights": model.get_weights()}
+        results[name] = {"loss": history.history["loss"][-1],
+                         "update": flat(model.get_weights()) - flat(start)}
     return results
 
 
@@ -77,15 +87,9 @@ def largest_difference(results: dict, reference: str) -> dict:
                       for a, b in zip(result["weights"], base["weights"], strict=True))
         out[name] = {"loss": float(np.max(np.abs(losses))), "weights": weights}
         if "start" in result and "start" in base:
-            ours = _flat(result["weights"]) - _flat(result["start"])
-            theirs = _flat(base["weights"]) - _flat(base["start"])
-            out[name]["update"] = float(np.linalg.norm(ours - theirs)
-                                        / max(np.linalg.norm(theirs), 1e-30))
+            out[name]["update"] = distance(flat(result["weights"]) - flat(result["start"]),
+                                           flat(base["weights"]) - flat(base["start"]))
     return out
-
-
-def _flat(arrays) -> np.ndarray:
-    return np.concatenate([np.asarray(a, dtype="float64").ravel() for a in arrays])
 
 
 def fit_classifier(strategy, x, y, global_batch: int, epochs: int = 2,

@@ -1,6 +1,5 @@
-"""Plumbing of notebook 04 (DCGAN), reused by 05, 06, 09: history, plots, scorer, faster layers."""
+"""Plumbing of notebook 04 (DCGAN), reused by 05, 06, 09: history, plots, scorer."""
 
-import functools
 import json
 import os
 import time
@@ -16,10 +15,6 @@ from helpers.display import Table, subplots
 from helpers.errors import invalid
 from helpers.models import scoring_classifier
 from helpers.params import all_of, check, enough_images, folder, integer, one_of, validate
-
-LAZY = ("FusedBatchNormalization", "HalfWordDropout")  # the layers, made by __getattr__
-KERAS_OWN = "Keras's own ops"
-USED: dict[str, set[str]] = {"batch norm": set(), "dropout": set()}  # paths taken when traced
 
 
 def choose_precision(kind: str, requested: str = "auto") -> str:
@@ -171,11 +166,23 @@ def make_gif(grids: list[Path], path, scale: int = 4) -> Path:
     return Path(path)
 
 
-def plot_history(history: dict, real: dict | None = None, marks: dict | None = None):
-    """Losses against equilibrium, epoch scores against real images'; ``marks``: {label: step}."""
+def plot_history(history: dict, real: dict | None = None, marks: dict | None = None,
+                 verdicts: list | None = None):
+    """Losses against equilibrium, epoch scores against real images'; ``marks``: {label: step};
+    ``verdicts``: (step, D on real images, D on generated ones) rows, in a panel of their own."""
     from matplotlib.ticker import MaxNLocator
 
-    fig, (left, mid, right) = subplots(1, 3, figsize=(13, 3.5), layout="tight")
+    panels = 3 + bool(verdicts)
+    fig, axes = subplots(1, panels, figsize=(4.4 * panels, 3.5), layout="tight")
+    if verdicts:
+        game, *axes = axes
+        rows = np.array([[float(value) for value in row] for row in verdicts])
+        game.plot(rows[:, 0], rows[:, 1], color="C2", label="real images (held out)")
+        game.plot(rows[:, 0], rows[:, 2], color="C3", label="generated images")
+        game.axhline(0.5, linestyle=":", color="gray", label="1/2: cannot tell")
+        game.set(xlabel="step", ylim=(0, 1), title="D's verdict: mean probability of real")
+        game.legend(fontsize=7)
+    left, mid, right = axes
     losses = np.array(history["losses"]) if history["losses"] else np.zeros((0, 3))
     left.plot(losses[:, 0], losses[:, 1], label="discriminator", linewidth=0.8)
     left.plot(losses[:, 0], losses[:, 2], label="generator", linewidth=0.8)
@@ -321,111 +328,6 @@ class Scorer:
         features = self._run(self.features, images01)
         return {"inception_score": inception_score(self._run(self.model, images01)),
                 "frechet_distance": frechet_distance(features, self.reference)}
-
-def describe() -> str:
-    """One line: which path our batch norm and dropout took in this process (and why)."""
-    return "; ".join(f"{kind}: {' and '.join(sorted(paths)) or 'not run yet'}"
-                     for kind, paths in USED.items())
-
-
-def __getattr__(name: str):
-    """The layer classes, made on first use: importing this module does not import Keras."""
-    if name not in LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return _define()[name]
-
-
-@functools.cache
-def _define() -> dict:
-    """The layers (each ~5% off 04's step on 2 CPU cores in bfloat16), else as Keras's own."""
-    import keras
-
-    @keras.saving.register_keras_serializable(package="helpers")
-    class FusedBatchNormalization(keras.layers.BatchNormalization):
-        """Keras's ``BatchNormalization`` (same variables) in one ``FusedBatchNormV3`` kernel."""
-        def _unfusable(self, inputs, mask=None) -> str:
-            """Why the fused kernel does not apply ("" when it does); bfloat16 on GPUs: untested."""
-            if keras.backend.backend() != "tensorflow":
-                return f"Keras runs on {keras.backend.backend()}"
-            import tensorflow as tf
-
-            rank = len(inputs.shape)
-            reasons = {
-                "synchronized statistics": getattr(self, "synchronized", False),
-                "batch renormalization": getattr(self, "renorm", False),
-                "a mask": mask is not None,
-                "no center or scale": not (self.center and self.scale),
-                "not 2-D or 4-D": rank not in (2, 4),
-                "a normalised axis other than the last": self.axis not in (-1, rank - 1),
-                "bfloat16 on a GPU": inputs.dtype == tf.bfloat16
-                and bool(tf.config.list_logical_devices("GPU")),
-            }
-            return next((reason for reason, applies in reasons.items() if applies), "")
-
-        def call(self, inputs, training=None, mask=None):
-            if reason := self._unfusable(inputs, mask):
-                USED["batch norm"].add(f"{KERAS_OWN} ({reason})")
-                return super().call(inputs, training=training, mask=mask)
-            USED["batch norm"].add("TensorFlow's fused kernel (FusedBatchNormV3)")
-            import tensorflow as tf
-
-            channels = inputs.shape[-1]
-            x = inputs if len(inputs.shape) == 4 else tf.reshape(inputs, [-1, 1, 1, channels])
-            x = tf.cast(x, self.compute_dtype)  # a no-op where it is that dtype already
-            learn = bool(training and self.trainable)
-            batch = tf.constant([], tf.float32)  # learning: the batch's own statistics
-            mean = batch if learn else tf.convert_to_tensor(self.moving_mean.value)
-            variance = batch if learn else tf.convert_to_tensor(self.moving_variance.value)
-            y, mean, variance, *_ = tf.raw_ops.FusedBatchNormV3(
-                x=x, scale=tf.convert_to_tensor(self.gamma.value),  # float32 (autocast=False)
-                offset=tf.convert_to_tensor(self.beta.value), mean=mean, variance=variance,
-                epsilon=self.epsilon, exponential_avg_factor=1.0, data_format="NHWC",
-                is_training=learn)
-            if learn:
-                # the kernel returns the unbiased variance; Keras averages the biased one
-                n = tf.cast(tf.size(x) // channels, tf.float32)
-                variance = variance * (n - 1.0) / tf.maximum(n, 1.0)
-                m = self.momentum
-                self.moving_mean.assign(self.moving_mean * m + mean * (1.0 - m))
-                self.moving_variance.assign(self.moving_variance * m + variance * (1.0 - m))
-            return y if len(inputs.shape) == 4 else tf.reshape(y, tf.shape(inputs))
-
-    @keras.saving.register_keras_serializable(package="helpers")
-    class HalfWordDropout(keras.layers.Dropout):
-        """Keras's ``Dropout`` from 16 random bits per element: p = round(rate * 65536) / 65536."""
-        def _keras_reason(self) -> str:  # why Keras's own dropout runs ("" when ours does)
-            reasons = {
-                f"Keras runs on {keras.backend.backend()}": keras.backend.backend() != "tensorflow",
-                "this Keras's Dropout has no seed generator": not hasattr(self, "seed_generator"),
-                "a noise_shape": self.noise_shape is not None,
-                f"rate {self.rate}": not 0 < round(self.rate * 65536) < 65536,
-            }
-            return next((reason for reason, applies in reasons.items() if applies), "")
-
-        def call(self, inputs, training=False):
-            if not training:
-                return super().call(inputs, training=training)
-            if reason := self._keras_reason():
-                USED["dropout"].add(f"{KERAS_OWN} ({reason})")
-                return super().call(inputs, training=training)
-            USED["dropout"].add("16 random bits per element")
-            import tensorflow as tf
-
-            threshold = round(self.rate * 65536)
-            seed = self.seed_generator.next()
-            if seed.dtype != tf.int32:  # as Keras does: stateless ops want int32 seeds under XLA
-                seed = tf.cast(tf.math.floormod(seed, tf.int32.max - 1), tf.int32)
-            size = tf.size(inputs)
-            words = tf.random.stateless_uniform([(size + 1) // 2], seed=seed, minval=None,
-                                                maxval=None, dtype=tf.uint32)
-            low = tf.bitwise.bitwise_and(words, tf.constant(0xFFFF, tf.uint32))
-            high = tf.bitwise.right_shift(words, tf.constant(16, tf.uint32))
-            halves = tf.concat([low, high], axis=0)[:size]
-            keep = tf.reshape(halves >= tf.constant(threshold, tf.uint32), tf.shape(inputs))
-            scale = tf.cast(65536 / (65536 - threshold), inputs.dtype)
-            return tf.where(keep, inputs * scale, tf.zeros_like(inputs))
-
-    return {"FusedBatchNormalization": FusedBatchNormalization, "HalfWordDropout": HalfWordDropout}
 
 
 def gan_rules(*, dataset, architecture, epochs, batch_size, d_steps, precision, xla,

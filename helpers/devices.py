@@ -47,16 +47,6 @@ class TPUStatus:  # whether this runtime has a TPU, and whether TensorFlow can r
         return self.resolver is not None
 
 
-@dataclass
-class Verdict:  # the answer to "what will TensorFlow run on?", and what to do
-    kind: str  # "tpu", "gpu" or "cpu"
-    headline: str
-    advice: str
-
-    def __str__(self) -> str:
-        return f"{self.headline}\n{self.advice}"
-
-
 def _installed(name: str) -> bool:  # importable here (not imported)
     try:
         return importlib.util.find_spec(name) is not None
@@ -106,40 +96,38 @@ def detect_tpu(environ: Mapping[str, str] | None = None) -> TPUStatus:
     return TPUStatus(hardware=True, resolver=resolver, message=f"TPU found through {call}")
 
 
-def verdict(gpus: list[GPU], tpu: TPUStatus, platform: str = "local", smi=None) -> Verdict:
-    """What this runtime can train on, and what to do."""
+def verdict(gpus: list[GPU], tpu: TPUStatus, platform: str = "local", smi=None) -> str:
+    """What this runtime can train on (a headline), and on the next line what to do."""
     if tpu.usable:
-        return Verdict("tpu", "TPU: ready for TensorFlow's TPUStrategy.",
-                       "Notebook 06 trains on it with TPUStrategy; notebooks 09 and 10 with JAX "
-                       "and PyTorch/XLA.")
+        return ("TPU: ready for TensorFlow's TPUStrategy.\n"
+                "Notebook 06 trains on it with TPUStrategy; notebooks 09 and 10 with JAX and "
+                "PyTorch/XLA.")
     if tpu.hardware and _installed("jax") and _installed("libtpu"):  # JAX can drive the TPU
-        return Verdict("cpu", "TPU for JAX and PyTorch/XLA only: TensorFlow cannot use this TPU.",
-                       "Notebook 09 trains on it with Keras 3 on JAX, notebook 10 with PyTorch/XLA "
-                       "(the engines table says which of them this runtime has). TensorFlow's "
-                       "notebooks run on its CPU here; for a GPU: Runtime > Change runtime type > "
-                       f"T4 GPU. ({tpu.message})")
+        return ("TPU for JAX and PyTorch/XLA only: TensorFlow cannot use this TPU.\n"
+                "Notebook 09 trains on it with Keras 3 on JAX, notebook 10 with PyTorch/XLA (the "
+                "engines table says which of them this runtime has). TensorFlow's notebooks run "
+                "on its CPU here; for a GPU: Runtime > Change runtime type > T4 GPU. "
+                f"({tpu.message})")
     if gpus:
         names = "; ".join(g.describe() for g in gpus)
         count = f"{len(gpus)} GPUs" if len(gpus) > 1 else "GPU"
-        return Verdict("gpu", f"{count}: {names}. TensorFlow will place ops there by default.",
-                       "Next: notebook 02 measures how much faster it is than the CPU.")
+        return (f"{count}: {names}. TensorFlow will place ops there by default.\n"
+                "Next: notebook 02 measures how much faster it is than the CPU.")
     if tpu.hardware:
-        return Verdict("cpu",
-                       "CPU only: a TPU is attached, but neither TensorFlow nor JAX can use it.",
-                       f"{tpu.message}. Or install JAX for TPUs (pip install 'jax[tpu]') and run "
-                       "notebook 09 with Keras on JAX.")
+        return ("CPU only: a TPU is attached, but neither TensorFlow nor JAX can use it.\n"
+                f"{tpu.message}. Or install JAX for TPUs (pip install 'jax[tpu]') and run "
+                "notebook 09 with Keras on JAX.")
     if smi:
-        return Verdict("cpu",
-                       f"CPU only: nvidia-smi sees {smi[0]['name']}, but TensorFlow does not.",
-                       "This TensorFlow build cannot use it (CPU-only build or a CUDA mismatch). "
-                       "On Colab, keep the preinstalled TensorFlow; on Linux, pip install "
-                       "'tensorflow[and-cuda]'.")
+        return (f"CPU only: nvidia-smi sees {smi[0]['name']}, but TensorFlow does not.\n"
+                "This TensorFlow build cannot use it (CPU-only build or a CUDA mismatch). On "
+                "Colab, keep the preinstalled TensorFlow; on Linux, pip install "
+                "'tensorflow[and-cuda]'.")
     advice = {
         "colab": "In Colab: Runtime > Change runtime type > T4 GPU, then run all cells again.",
         "kaggle": "In Kaggle: Settings > Accelerator > GPU T4 x2, then run all cells again.",
     }.get(platform, "No GPU here. Everything in this course still runs, only slower; open it in "
           "Colab for a free GPU.")
-    return Verdict("cpu", "CPU only: TensorFlow will run everything on the processor.", advice)
+    return f"CPU only: TensorFlow will run everything on the processor.\n{advice}"
 
 
 def announce(kind: str, description: str, **details) -> None:
@@ -181,8 +169,7 @@ def _version(*distributions: str) -> str | None:  # "name version" of the first 
 def engines_here(version: Callable[..., str | None] = _version) -> list[list[str]]:
     """Each engine, its version, what it can drive here, its notebooks; importing no engine."""
     tpu = tpu_hardware_present()
-    gpus = len(nvidia_smi())
-    kind = "TPU" if tpu else ("GPU" if gpus else None)
+    kind = "TPU" if tpu else ("GPU" if nvidia_smi() else None)
     libtpu = version("libtpu", "libtpu-nightly") is not None
     tf = version("tensorflow-tpu", "tensorflow", "tensorflow-cpu")
     jax, keras = version("jax"), version("keras")
@@ -266,7 +253,7 @@ def tpu_strategy(resolver):
     return _TPU[key]
 
 
-def split_cpu(count: int) -> int:
+def split_cpu(count: int) -> None:
     """Split the CPU into ``count`` logical devices; after TF's first op, another count raises."""
     import tensorflow as tf
 
@@ -280,16 +267,14 @@ def split_cpu(count: int) -> int:
             message = too_late(f"{count} logical CPU device(s)",
                                f"TensorFlow already started with {have}")
             raise LateConfigurationError(message) from None
-    return count
 
 
 def accelerator_rule(tpu: TPUStatus | None = None, gpus: list | None = None):
     """A :mod:`helpers.params` rule: one of ``ACCELERATORS`` that this runtime has."""
     def rule(name: str, value: object) -> object:
         one_of(*ACCELERATORS)(name, value)
-        has_gpu = bool(list_gpus() if gpus is None else gpus)
-        has_tpu = (detect_tpu() if tpu is None else tpu).usable
-        here = ["auto", "cpu"] + (["gpu"] if has_gpu else []) + (["tpu"] if has_tpu else [])
+        here = ["auto", *available_kinds(list_gpus() if gpus is None else gpus,
+                                         detect_tpu() if tpu is None else tpu)]
         return check(lambda v: v in here, f"this runtime has no {str(value).upper()}; allowed "
                      f"here: {', '.join(map(repr, here))}")(name, value)
 

@@ -49,9 +49,6 @@ class ChildOutOfMemory(MemoryError):
 
 class ChildDied(RuntimeError):
     """The child process ended without reporting back (a crash, not an out-of-memory kill)."""
-    def __init__(self, message: str, pid: int | None = None, exitcode: int | None = None):
-        super().__init__(message)
-        self.pid, self.exitcode = pid, exitcode
 
 
 class ChildTimeout(TimeoutError):
@@ -89,10 +86,8 @@ class ExerciseNotDone(RuntimeError):
     """An exercise still holds its placeholder (``...``): exercises.check says so in one line."""
 
 
-ONE_LINE_ERRORS: tuple[type[BaseException], ...] = (  # what a notebook shows as its one line
-    ParameterError, LateConfigurationError, AcceleratorUnavailable, NoTensorFlowError,
-    MemoryBudgetExceeded, ChildOutOfMemory, ChildDied, ChildTimeout, EngineError,
-    RunSettingsChanged, WorkFolderBusy, WorkersRefused, RunUnreadable, ExerciseNotDone, DiskFull)
+ONE_LINE_ERRORS: tuple[type[BaseException], ...] = tuple(  # every error above: one line shown
+    v for v in list(globals().values()) if isinstance(v, type) and issubclass(v, BaseException))
 
 
 def _one_line(shell, etype, evalue, tb, tb_offset=None):
@@ -102,13 +97,11 @@ def _one_line(shell, etype, evalue, tb, tb_offset=None):
     return [line]
 
 
-def show_as_one_line() -> bool:
-    """In IPython, show :data:`ONE_LINE_ERRORS` as one line; returns whether a shell took it."""
+def show_as_one_line() -> None:
+    """In IPython, show :data:`ONE_LINE_ERRORS` as one line (plain Python keeps tracebacks)."""
     try:
         from IPython import get_ipython
-    except ImportError:  # plain Python: tracebacks stay
-        return False
-    shell = get_ipython()
-    if shell is not None:
-        shell.set_custom_exc(ONE_LINE_ERRORS, _one_line)
-    return shell is not None
+    except ImportError:
+        return
+    if get_ipython() is not None:
+        get_ipython().set_custom_exc(ONE_LINE_ERRORS, _one_line)

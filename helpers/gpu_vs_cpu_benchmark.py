@@ -15,6 +15,7 @@ from helpers.timing import Timing, device_sync, no_sync
 
 DTYPES = ("float32", "float16", "bfloat16")
 TABLE_HEADERS = ["device", "dtype", "n", "median ms", "IQR ms", "GFLOP/s", "peak", "of peak"]
+MIN_ROUNDS = 5  # fewer rounds than this all agree by chance too often (2 x 2**-4 = 1 in 8)
 BLAS_IDLE_S = 0.15  # OpenBLAS's threads spin ~0.1 s after a NumPy call, taking a core from TF
 # Published dense peak TFLOP/s per dtype: NVIDIA's datasheets (tensor cores, no sparsity), Google
 Peak = namedtuple("Peak", "label tflops")  # Cloud's TPU architecture docs (bfloat16, per core)
@@ -59,14 +60,13 @@ def peak_tflops(peak: Peak | None, dtype: str, tf32: bool = False) -> float | No
 
 
 def alternately(calls: dict, repeats: int, work: float | None = None) -> dict[str, Timing]:
-    """Time ``calls`` {name: (fn, sync)} in turn, in rounds; each sample after an untimed call."""
+    """Time ``calls`` {name: (fn, sync)} in turn, in rounds, by ``time_calls``' rules."""
     samples = {name: [] for name in calls}
-    for round_ in range(repeats + 2):  # the first calls, a warm-up round, then the timed rounds
+    for _ in range(repeats + 2):  # the first calls, a warm-up round, then the timed rounds
         for name, (fn, sync) in calls.items():
-            for _ in range(1 + (round_ > 1)):  # timed rounds: an untimed call wakes the threads
-                start = time.perf_counter()
-                fn()
-                sync()
+            start = time.perf_counter()
+            fn()
+            sync()
             samples[name].append(time.perf_counter() - start)
             time.sleep(BLAS_IDLE_S if sync is no_sync else 0)  # NumPy's: let OpenBLAS idle
     return {name: Timing(s[0], s[2:], work) for name, s in samples.items()}
@@ -173,9 +173,12 @@ def ratio_lines(rates: dict, pairs: list[tuple[str, str]]) -> list[str]:
     lines = []
     for label, base in pairs:
         low, mid, high = np.percentile(ratios := rates[label] / rates[base], [0, 50, 100])
+        way = "faster" if low > 1 else "slower" if high < 1 else ""
         verdict = ("one round only, no spread: pass epochs >= 3" if len(ratios) < 2 else
-                   "faster in every round" if low > 1 else "slower in every round" if high < 1
-                   else "no clear difference: the rounds disagree")
+                   "no clear difference: the rounds disagree" if not way else
+                   f"{way} in every round" if len(ratios) >= MIN_ROUNDS else
+                   f"{way} in all {len(ratios)} rounds, too few to call it: pass epochs >= "
+                   f"{MIN_ROUNDS + 1}")
         lines.append(f"{label}: {mid:.2f}x the images/s of {base} (rounds after the first: "
                      f"{low:.2f}-{high:.2f}x; {verdict}).")
     return lines

@@ -80,10 +80,9 @@ def import_tensorflow():
         errors.show_as_one_line()
         raise errors.NoTensorFlowError(no_tensorflow_message(), name="tensorflow") from None
     logging.getLogger("tensorflow").setLevel(logging.ERROR)
-    with contextlib.suppress(ImportError):  # absl ships with TensorFlow
-        from absl import logging as absl_logging
+    from absl import logging as absl_logging  # a dependency of TensorFlow
 
-        absl_logging.set_verbosity(absl_logging.ERROR)
+    absl_logging.set_verbosity(absl_logging.ERROR)
     for module in ("tensorflow", "keras", "google.protobuf", "jupyter_client"):
         warnings.filterwarnings("ignore", category=DeprecationWarning, module=module)
     warnings.filterwarnings("ignore", category=FutureWarning, module="keras")

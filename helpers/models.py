@@ -40,7 +40,9 @@ def replica_classifier(shape=(28, 28, 1), classes: int = 10, synchronized: bool 
         stack += [layers.Conv2D(filters, 3, padding="same", use_bias=False),
                   layers.BatchNormalization(synchronized=synchronized), layers.ReLU(),
                   layers.MaxPooling2D()]
-    stack += [layers.Flatten(), layers.Dropout(dropout), layers.Dense(classes, dtype="float32")]
+    # float32 logits under a mixed policy; in float64 (the yardstick's reference step) float64
+    logits = "float64" if keras.config.floatx() == "float64" else "float32"
+    stack += [layers.Flatten(), layers.Dropout(dropout), layers.Dense(classes, dtype=logits)]
     return keras.Sequential(stack, name="replica_classifier")
 
 

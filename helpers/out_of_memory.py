@@ -31,10 +31,10 @@ def late_error(error: BaseException, asked: str) -> errors.LateConfigurationErro
     return errors.LateConfigurationError(f"Asked for {asked}, too late. {errors.TOO_LATE}{hint}")
 
 
-def gpu_used_mb(index: int = 0) -> float | None:
-    """GPU ``index``'s memory in use by all processes, from ``nvidia-smi`` (MiB); None without."""
+def gpu_used_mb() -> float | None:
+    """The first GPU's memory in use by all processes, from ``nvidia-smi`` (MiB); None without."""
     gpus = devices.nvidia_smi()  # looked up when called (tests replace it)
-    return gpus[index]["memory_used_mib"] if len(gpus) > index else None
+    return gpus[0]["memory_used_mib"] if gpus else None
 
 
 def peak_rss_mb() -> float:
@@ -91,26 +91,20 @@ def find_max_batch(try_batch: Callable[[int], object], start: int = 8, limit: in
     return BatchSearch(batch_size=min(chosen, good), largest_ok=good, tries=tries)
 
 
-def child_memory_setup(task: dict) -> str:
-    """The child's first act: the caller's ``memory_setup(gpus, limit_mb)``; says what it set."""
+def child_memory_setup(task: dict) -> None:
+    """The child's first act: the caller's ``memory_setup(gpus, limit_mb)``, from its source."""
     import tensorflow as tf
 
     name, source = task["memory_setup"]
     namespace = {"tf": tf}
     exec(compile(source, f"<the caller's {name}>", "exec"), namespace)
     limit = int(task.get("gpu_limit_mb") or 0)
-    gpus = tf.config.list_physical_devices("GPU")
-    namespace[name](gpus, limit)
-    if not gpus:
-        return "No GPU: nothing to configure (the CPU uses host memory)."
-    if limit:
-        return f"Each of {len(gpus)} GPU(s) limited to {limit} MiB."
-    return f"Memory growth on for {len(gpus)} GPU(s)."
+    namespace[name](tf.config.list_physical_devices("GPU"), limit)
 
 
 def _child_main(task: dict) -> dict:  # in a fresh process: build, train, return what it saw
     tf = import_tensorflow()
-    memory_setting = child_memory_setup(task)
+    child_memory_setup(task)
     import keras
 
     keras.utils.set_random_seed(0)
@@ -130,44 +124,39 @@ def _child_main(task: dict) -> dict:  # in a fresh process: build, train, return
         with contextlib.suppress(ValueError, tf.errors.OpError):  # an allocator without stats
             gpu_peak = tf.config.experimental.get_memory_info("GPU:0")["peak"] / 2**20
     peak = peak_rss_mb()
-    return {"history": history.history, "weights": model.get_weights(), "peak_rss_mb": peak,
-            "step_rss_mb": max(0.0, peak - before), "gpu_peak_mb": gpu_peak,
-            "memory_setting": memory_setting,
+    return {"history": history.history, "peak_rss_mb": peak, "gpu_peak_mb": gpu_peak,
+            "step_rss_mb": max(0.0, peak - before),
             "allocator": os.environ.get("TF_GPU_ALLOCATOR") or "TensorFlow's own (BFC)"}
 
 
 def _child_entry(target, task, connection, environ) -> None:  # the child's side of run_in_child
     os.environ.clear()  # the caller's environment now, not the fork server's
     os.environ.update(environ)
-    try:
-        reply = {"result": target(task)}
+    try:  # a result that cannot be pickled fails in send, before anything is written
+        connection.send({"result": target(task)})
     except BaseException as error:  # reported to the parent, which raises it
-        reply = {"error": f"{type(error).__name__}: {error}"}
-    try:
-        connection.send(reply)
-    except Exception as error:  # a result that cannot be pickled, say
         connection.send({"error": f"{type(error).__name__}: {error}"})
     connection.close()
 
 
-def _death(pid: int, exitcode: int | None, what: str) -> Exception:
+def _death(pid: int, exitcode: int, what: str) -> Exception:
     """The error for a child that ended without a reply (SIGKILL, the OOM killer's: an OOM)."""
     if exitcode == -signal.SIGKILL:
         error = ChildOutOfMemory(f"the child process ({what}) was killed by SIGKILL without "
                                  "reporting back, as the out-of-memory killer does: counted as "
                                  "out of memory")
-        error.pid = pid
-        return error
-    if exitcode is not None and exitcode < 0:
+    elif exitcode < 0:
         try:
             name = signal.Signals(-exitcode).name
         except ValueError:
             name = f"signal {-exitcode}"
-        return ChildDied(f"the child process ({what}) died from {name} without reporting back "
-                         f"(exit code {exitcode}): a crash, not an out-of-memory error",
-                         pid, exitcode)
-    return ChildDied(f"the child process ({what}) exited with code {exitcode} without reporting "
-                     "back", pid, exitcode)
+        error = ChildDied(f"the child process ({what}) died from {name} without reporting back "
+                          f"(exit code {exitcode}): a crash, not an out-of-memory error")
+    else:
+        error = ChildDied(f"the child process ({what}) exited with code {exitcode} without "
+                          "reporting back")
+    error.pid, error.exitcode = pid, exitcode  # a process that has ended by now
+    return error
 
 
 def run_in_child(target, task, timeout: float = 600, what: str = "") -> dict:

@@ -41,10 +41,9 @@ def number(minimum: float, maximum: float) -> Rule:
     def rule(name: str, value: object) -> object:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise invalid(name, value, allowed)
-        if abs(value) > sys.float_info.max or math.isnan(value):  # infinite, 10**400, or NaN
-            raise invalid(name, value, allowed + " (a finite one)")
-        if not minimum <= value <= maximum:
-            raise invalid(name, value, allowed)
+        finite = abs(value) <= sys.float_info.max and not math.isnan(value)  # 10**400: inf
+        if not (finite and minimum <= value <= maximum):
+            raise invalid(name, value, allowed + ("" if finite else " (a finite one)"))
         return float(value)
 
     return rule
@@ -91,16 +90,13 @@ def list_of(item: Rule, allowed: str) -> Rule:
     def rule(name: str, value: object) -> object:
         if not isinstance(value, list | tuple) or not value:
             raise invalid(name, value, allowed)
-        try:
-            repeats = len(set(value)) != len(value)
-        except TypeError:  # an item that cannot be one (a list in the list)
-            raise invalid(name, value, allowed) from None
-        if repeats:
-            raise invalid(name, value, allowed + " (no repeats)")
-        try:
-            return [item(name, each) for each in value]
+        try:  # an item that fails (a list in the list too) names the whole list
+            items = [item(name, each) for each in value]
         except ParameterError:
             raise invalid(name, value, allowed) from None
+        if len(set(items)) != len(items):
+            raise invalid(name, value, allowed + " (no repeats)")
+        return items
 
     return rule
 
@@ -143,8 +139,7 @@ def validate(echo: bool = True, **specs: tuple[object, Rule]) -> SimpleNamespace
 
 
 def unknown_injected() -> None:
-    """A one-line error for a name papermill injected (``-p max_image 128``) that the notebook's
-    typed parameters cell, the cell run just before papermill's, does not define."""
+    """A one-line error for a name papermill injected that the typed cell before it lacks."""
     with contextlib.suppress(ImportError):
         from IPython import get_ipython
 
@@ -170,21 +165,16 @@ def proc_kib(path: str, key: str) -> int | None:
     return None
 
 
-def available_memory() -> int | None:
-    """Bytes of host memory this runtime can still use (Linux's MemAvailable), or None."""
-    return None if (kib := proc_kib("/proc/meminfo", "MemAvailable")) is None else kib * 1024
-
-
-def fits_in_memory(bytes_each: float, what: str = "images") -> Rule:
-    """Allow a count whose arrays take at most half the free memory (not a killed kernel)."""
+def fits_in_memory(bytes_each: float) -> Rule:
+    """Allow a count of images whose arrays take at most half the free memory (MemAvailable)."""
     def rule(name: str, value: object) -> object:
-        free = available_memory()
-        if free is None or not _whole(value):
+        free_kib = proc_kib("/proc/meminfo", "MemAvailable")
+        if free_kib is None or not _whole(value):
             return value
-        if value > (most := int(free * 0.5 / bytes_each)):
-            raise invalid(name, value, f"at most {most:,} {what} on this runtime: they would "
+        if value > (most := int(free_kib * 512 / bytes_each)):  # half of it, in bytes
+            raise invalid(name, value, f"at most {most:,} images on this runtime: they would "
                           f"take about {value * bytes_each / 2**30:.1f} GiB, and it has "
-                          f"{free / 2**30:.1f} GiB of memory free (the kernel would be killed)")
+                          f"{free_kib / 2**20:.1f} GiB of memory free (the kernel would be killed)")
         return value
 
     return rule

@@ -106,6 +106,7 @@ class Job:  # what every worker trains, and how
     learning_rate: float = 0.005  # SGD; larger rates made the first steps unstable here
     seed: int = 0
     kill: tuple[int, int] | None = None  # (worker, step): SIGKILLed there in attempt 0 only
+    dtype: str = "float32"  # float64: the yardstick's reference run
     collective_timeout_s: float = 120.0  # how long a worker waits for the others in a collective
 
 
@@ -121,6 +122,7 @@ class ClusterResult:  # what the cluster did: the attempts, the loss per step, a
     step_seconds: list[float]  # per step of the last attempt, after its first
     seconds: float  # wall clock for everything, process starts included
     device: str = ""  # what the workers ran on
+    weights: list = dataclasses.field(default_factory=list)  # the model's, at the last step
 
     @property
     def images_per_s(self) -> float:  # steady state: the global batch over the median step time
@@ -287,7 +289,16 @@ def run_cluster(job: Job, work_dir, script=None, *, tf_config, max_restarts: int
         raise RuntimeError(f"the cluster failed {len(attempts)} times; exit codes "
                            f"{attempts[-1].exit_codes}; last log lines:\n{last[-2000:]}")
     losses, step_seconds = _read_progress(work / PROGRESS_FILE, attempts[-1].number)
-    return ClusterResult(job.global_batch, attempts, losses, step_seconds, seconds, device)
+    return ClusterResult(job.global_batch, attempts, losses, step_seconds, seconds, device,
+                         _model_weights(work / "checkpoints"))
+
+
+def _model_weights(directory: Path) -> list[np.ndarray]:  # worker.py's names: model/v000, ...
+    import tensorflow as tf
+
+    reader = tf.train.load_checkpoint(str(directory))
+    return [reader.get_tensor(name) for name in sorted(reader.get_variable_to_shape_map())
+            if name.startswith("model/")]
 
 
 def _latest_step(directory: Path) -> int:

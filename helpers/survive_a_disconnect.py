@@ -14,13 +14,17 @@ from helpers.params import all_of, boolean, check, folder, integer, number, one_
 
 
 def plan_session(saved_step: int, steps_per_epoch: int, epochs: int, seconds_per_epoch: float,
-                 budget_s: float) -> SimpleNamespace:
-    """This session's ``epochs`` (at least one), ``die_at`` (mid-share, before mid-run), a line."""
+                 budget_s: float, every: int) -> SimpleNamespace:
+    """This session's ``epochs`` (at least one), ``die_at`` (mid-share, between saves), a line."""
     total, done = epochs * steps_per_epoch, saved_step // steps_per_epoch
     fit = max(1, int(budget_s // max(seconds_per_epoch, 1e-9)))
     share = min(epochs, done + fit)
-    die_at = (min(total // 2, saved_step + (share * steps_per_epoch - saved_step) // 2) + 1
-              if saved_step < total // 2 else None)
+    end, die_at = share * steps_per_epoch, None
+    if saved_step < total // 2:  # a child dies halfway between the two saves around mid-share
+        middle = min(total // 2, saved_step + (end - saved_step) // 2)
+        last = max(saved_step, middle - middle % every, middle - middle % steps_per_epoch)
+        after = min(last + every - last % every, last + steps_per_epoch - last % steps_per_epoch)
+        die_at = (last + after) // 2 + 1  # it trains up to die_at - 1
     if done >= epochs:
         return SimpleNamespace(epochs=epochs, die_at=None, line="the run is complete.")
     line = (f"an epoch's steps take about {duration(seconds_per_epoch)} here (timed without "

@@ -1,6 +1,7 @@
 """Plumbing of notebook 03 (tf.data): a harness of simulated latencies (after TF's guide), files."""
 
 import dataclasses
+import itertools
 import math
 import statistics
 import time
@@ -90,6 +91,13 @@ def simulation(lat: Latencies, pipeline, **flags):
     return epoch, log
 
 
+def most_at_once(log, kinds: tuple[str, ...]) -> int:
+    """The most spans of ``kinds`` (say ``("open", "read")``) in a simulation's log that overlap."""
+    edges = sorted((t, step) for kind, start, end in log.events if kind in kinds
+                   for t, step in ((start, 1), (end, -1)))  # at a tie, an end comes first
+    return max(itertools.accumulate(step for _, step in edges), default=0)
+
+
 def alternate(calls: dict, repeats: int) -> dict[str, list[float]]:
     """The seconds of each call, ``repeats`` times, alternated: a slow spell hits all of them."""
     seconds = {name: [] for name in calls}
@@ -159,11 +167,6 @@ def corrupt_file(path) -> None:
     start = len(content) // 2
     content[start : start + 16] = b"\xff" * min(16, len(content) - start)
     Path(path).write_bytes(bytes(content))
-
-
-def fits_on_device(nbytes: int, free_bytes: int) -> bool:
-    """Whether ``nbytes`` of data may be pinned on a device, half of it left for the model."""
-    return 2 * nbytes <= free_bytes
 
 
 def check_parameters(*, dataset, num_images, batch_size, shards, compression, latency_scale,

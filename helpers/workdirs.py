@@ -27,8 +27,7 @@ MARKER_TEXT = (
 #: Where a run's own files say which notebook made it (a marker written before the marker named it)
 RUNS_OF = {"step-*.pt": "10_tpu_pytorch_xla", "ckpt-*": "05_survive_a_disconnect",
            "checkpoint": "05_survive_a_disconnect", RUN_FILE: "05_survive_a_disconnect"}
-#: Folders of the system and of other programs: never a work folder, nor any folder inside them
-#: (save inside the working folder or the home folder)
+#: System and program folders: no work folder in them, unless inside the working or home folder
 SYSTEM = ("proc", "sys", "dev", "run", "boot", "etc", "usr", "var", "bin", "sbin", "lib", "lib64")
 
 

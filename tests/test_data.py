@@ -14,7 +14,7 @@ def test_offline_mnist_falls_back_to_bundled_digits_and_says_so(capsys):
     out = capsys.readouterr().out
     assert "Could not load mnist (COURSE_OFFLINE=1 is set)." in out
     assert "FELL BACK" in out and "scikit-learn" in out
-    assert images.fell_back and "standing in for mnist" in images.name
+    assert images.notes and "standing in for mnist" in images.name
     assert images.x_train.shape[1:] == (28, 28, 1) and images.x_train.dtype == np.uint8
     assert len(images.x_train) + len(images.x_test) == 1797
     assert set(np.unique(images.y_train)) == set(range(10))
@@ -22,14 +22,14 @@ def test_offline_mnist_falls_back_to_bundled_digits_and_says_so(capsys):
 
 def test_offline_cifar10_has_cifar_shape():
     images = data.load("cifar10", verbose=False)
-    assert images.x_train.shape[1:] == (32, 32, 3) and images.fell_back
+    assert images.x_train.shape[1:] == (32, 32, 3) and images.notes
 
 
 def test_digits_are_centred_like_mnist():
     images = data.load("digits", verbose=False)  # in MNIST's shape
     border = np.concatenate([images.x_train[:, :4].ravel(), images.x_train[:, -4:].ravel()])
     assert border.max() == 0 and images.x_train[:, 4:24].max() > 200
-    assert not images.fell_back  # digits asked for is digits given
+    assert not images.notes  # digits asked for is digits given
 
 
 def test_synthetic_classes_differ():
@@ -61,7 +61,7 @@ def test_keras_is_used_when_reachable(monkeypatch, online):
     y = np.arange(5, dtype=np.uint8)
     monkeypatch.setattr(keras.datasets.fashion_mnist, "load_data", lambda: ((x, y), (x, y)))
     images = data.load("fashion_mnist", verbose=False)
-    assert not images.fell_back and images.source == "keras.datasets.fashion_mnist"
+    assert not images.notes and images.source == "keras.datasets.fashion_mnist"
     assert images.x_train.shape == (5, 28, 28, 1) and images.class_names[9] == "Ankle boot"
 
 
@@ -73,7 +73,7 @@ def test_a_failed_download_falls_back_with_the_reason(monkeypatch, capsys, onlin
 
     monkeypatch.setattr(keras.datasets.mnist, "load_data", fail)
     images = data.load("mnist")
-    assert images.fell_back
+    assert images.notes
     assert "Could not load mnist (Exception: URL fetch failure" in capsys.readouterr().out
 
 
@@ -117,20 +117,20 @@ def test_mnist_without_keras_downloads_keras_file_once_checked(monkeypatch, tmp_
     monkeypatch.setattr(data.Path, "home", lambda: tmp_path)
     monkeypatch.setattr(data, "MNIST_SHA256", hashlib.sha256(payload).hexdigest())
     images = data.load("mnist", verbose=False)
-    assert not images.fell_back and images.source.startswith(data.MNIST_URL)
+    assert not images.notes and images.source.startswith(data.MNIST_URL)
     assert images.x_train.shape == (6, 28, 28, 1) and calls == [data.MNIST_URL]
     data.load("mnist", verbose=False)
     assert calls == [data.MNIST_URL], "the cached file is used the second time"
     monkeypatch.setattr(data, "MNIST_SHA256", "0" * 64)  # the cache and the download disagree
     bad = data.load("mnist", verbose=False)
-    assert bad.fell_back and "did not match its SHA-256" in bad.notes[0]
+    assert "did not match its SHA-256" in bad.notes[0]
     assert sorted(p.name for p in (tmp_path / ".keras" / "datasets").iterdir()) == ["mnist.npz"]
 
 
 def test_other_data_sets_without_keras_fall_back_and_say_why(monkeypatch, online):
     monkeypatch.setitem(sys.modules, "keras", None)
     images = data.load("fashion_mnist", verbose=False)
-    assert images.fell_back and "does not use Keras" in images.notes[0]
+    assert "does not use Keras" in images.notes[0]
 
 
 def test_images_handed_to_another_process_come_back_the_same(tmp_path):
@@ -138,7 +138,7 @@ def test_images_handed_to_another_process_come_back_the_same(tmp_path):
     never loads or downloads the data set again."""
     images = data.load("digits", limit=300, verbose=False)
     back = data.load_saved(data.save(images, tmp_path / "images.npz"))
-    for name in ("name", "source", "class_names", "fell_back"):
+    for name in ("name", "source", "class_names"):
         assert getattr(back, name) == getattr(images, name)
     for name in ("x_train", "y_train", "x_test", "y_test"):
         assert np.array_equal(getattr(back, name), getattr(images, name))

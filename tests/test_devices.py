@@ -73,14 +73,14 @@ def test_resolver_failure_is_reported_not_raised(no_devices, monkeypatch, tf):
 
 def test_verdicts():
     t4 = GPU(0, "Tesla T4", "7.5", 15360)
-    assert devices.verdict([], TPUStatus(True, resolver="r")).kind == "tpu"
-    gpu = devices.verdict([t4], TPUStatus(False))
-    assert gpu.kind == "gpu" and "Tesla T4" in gpu.headline and "15.0 GiB" in gpu.headline
-    colab = devices.verdict([], TPUStatus(False), platform="colab")
-    assert colab.kind == "cpu" and "Runtime > Change runtime type" in colab.advice
-    assert "Accelerator" in devices.verdict([], TPUStatus(False), platform="kaggle").advice
+    assert devices.verdict([], TPUStatus(True, resolver="r")).startswith("TPU: ready")
+    headline, advice = devices.verdict([t4], TPUStatus(False)).split("\n")
+    assert headline.startswith("GPU: Tesla T4") and "15.0 GiB" in headline and "02" in advice
+    headline, advice = devices.verdict([], TPUStatus(False), platform="colab").split("\n")
+    assert headline.startswith("CPU only") and "Runtime > Change runtime type" in advice
+    assert "Accelerator" in devices.verdict([], TPUStatus(False), platform="kaggle")
     hidden = devices.verdict([], TPUStatus(False), smi=[{"name": "Tesla T4"}])
-    assert hidden.kind == "cpu" and "nvidia-smi sees Tesla T4" in hidden.headline
+    assert hidden.startswith("CPU only: nvidia-smi sees Tesla T4")
 
 
 def test_the_gpus_tensorflow_sees(tf):
@@ -160,8 +160,8 @@ def test_engines_on_a_gpu_runtime_and_on_a_cpu(monkeypatch):
 def test_the_verdict_on_a_tpu_only_jax_can_drive_names_08_and_09(monkeypatch):
     tpu = devices.TPUStatus(hardware=True, message="TensorFlow is not installed")
     monkeypatch.setattr(devices, "_installed", lambda name: name in ("jax", "libtpu"))
-    verdict = devices.verdict([], tpu, "colab")
-    assert "Notebook 09" in verdict.advice and "notebook 10" in verdict.advice
-    assert verdict.headline.startswith("TPU for JAX")  # found so
+    headline, advice = devices.verdict([], tpu, "colab").split("\n")
+    assert "Notebook 09" in advice and "notebook 10" in advice
+    assert headline.startswith("TPU for JAX")  # found so
     monkeypatch.setattr(devices, "_installed", lambda name: name == "jax")  # no libtpu
-    assert devices.verdict([], tpu, "colab").headline.startswith("CPU only: a TPU is attached")
+    assert devices.verdict([], tpu, "colab").startswith("CPU only: a TPU is attached")

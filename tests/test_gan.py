@@ -197,11 +197,11 @@ def test_a_deadline_stops_the_run_at_an_epoch_end_just_saved(tf, tmp_path):
 
 
 @pytest.mark.parametrize(("saved", "seconds", "budget", "share", "die_at", "says"), [
-    (0, 60, 3600, 50, 251, "they fit in the budget (60 min): this session trains them all"),
-    (0, 300, 1800, 6, 31, "the budget (30 min) fits 6: this session trains to epoch 6 of 50"),
-    (60, 300, 1800, 12, 91, "this session trains to epoch 12 of 50"),  # the next session
-    (70, 300, 1800, 13, 101, "the 43 epoch(s) left about 215 min"),  # killed mid-epoch 8
-    (240, 300, 1800, 30, 251, "this session trains to epoch 30 of 50"),  # dies at halfway
+    (0, 60, 3600, 50, 256, "they fit in the budget (60 min): this session trains them all"),
+    (0, 300, 1800, 6, 36, "the budget (30 min) fits 6: this session trains to epoch 6 of 50"),
+    (60, 300, 1800, 12, 96, "this session trains to epoch 12 of 50"),  # the next session
+    (70, 300, 1800, 13, 106, "the 43 epoch(s) left about 215 min"),  # killed mid-epoch 8
+    (240, 300, 1800, 30, 256, "this session trains to epoch 30 of 50"),  # dies past halfway
     (250, 60, 3600, 50, None, "this session trains them all"),  # at halfway: no child
     (0, 300, 0, 1, 6, "the budget (0 s) is shorter than one epoch, so this session trains to "
                       "epoch 1 of 50 (one epoch at least), and a re-run"),
@@ -209,8 +209,10 @@ def test_a_deadline_stops_the_run_at_an_epoch_end_just_saved(tf, tmp_path):
 ])
 def test_a_session_trains_the_epochs_its_budget_fits(saved, seconds, budget, share, die_at,
                                                      says):
-    session = survive_a_disconnect.plan_session(saved, 10, 50, seconds, budget)  # 10 a epoch
-    assert (session.epochs, session.die_at) == (share, die_at)
+    session = survive_a_disconnect.plan_session(saved, 10, 50, seconds, budget, 25)  # 10 a epoch
+    assert (session.epochs, session.die_at) == (share, die_at)  # it trains to die_at - 1, which
+    if die_at:  # lies between two saves (every 25 steps and each epoch's end): steps are lost
+        assert (die_at - 1) % 25 and (die_at - 1) % 10
     assert says in session.line, session.line
 
 
@@ -336,6 +338,9 @@ def test_history_grids_gif_and_plot(tf, tmp_path):
 
     assert Image.open(gif).n_frames == 2
     assert len(dcgan.plot_history(run.history.as_dict(), marks={"resumed": 2}).axes) == 3
+    verdicts = [(0, 0.5, 0.5), (2, 0.75, 0.25)]  # (step, D on real, D on generated): 04's panel
+    figure = dcgan.plot_history(run.history.as_dict(), verdicts=verdicts)
+    assert [len(line.get_xdata()) for line in figure.axes[0].lines[:2]] == [2, 2]
 
 
 DAMAGED_HISTORIES = {  # history.json as a disconnect mid-write, or an edit, can leave it
@@ -500,7 +505,7 @@ def test_the_ablation_times_each_change_in_turn_and_skips_what_does_not_apply(tf
 
     rows = lesson.ablation_rows("float32", False, batch_size=8)
     assert list(rows) == ["TF tutorial's step, as published", "+ float32", "+ XLA",
-                          "+ data on the device", "+ batch 16", "+ this course's layers"]
+                          "+ data on the device", "+ batch 16"]
     assert rows["+ float32"] is None and rows["+ XLA"] is None  # float32, XLA off
     rates = lesson.time_rows(rows, rounds=2, steps=1)
     assert list(rates) == [name for name, row in rows.items() if row]

@@ -1,4 +1,5 @@
 import dataclasses
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -110,3 +111,11 @@ def test_variants_alternate_and_each_keeps_its_own_clock(pipeline):
 def test_one_epoch_is_refused():
     with pytest.raises(ValueError):
         tfdata_pipelines.compare(FAST, None, epochs=1)
+
+
+def test_most_at_once_counts_overlapping_spans_of_the_kinds_asked():
+    log = SimpleNamespace(events=[("open", 0.0, 1.0), ("read", 0.5, 2.0), ("map", 0.6, 0.9),
+                                  ("read", 2.0, 3.0), ("read", 2.5, 2.6)])
+    assert tfdata_pipelines.most_at_once(log, ("open", "read")) == 2  # touching: not overlapping
+    assert tfdata_pipelines.most_at_once(log, ("open", "read", "map")) == 3
+    assert tfdata_pipelines.most_at_once(log, ("train",)) == 0

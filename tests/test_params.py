@@ -80,7 +80,7 @@ def test_ipython_shows_a_parameter_error_as_one_line():
     original = IPython.get_ipython
     IPython.get_ipython = lambda: shell
     try:
-        assert errors.show_as_one_line()
+        errors.show_as_one_line()
     finally:
         IPython.get_ipython = original
     assert shell.types[0] is ParameterError
@@ -142,14 +142,14 @@ def test_enough_images_for_the_global_batches():
 
 def test_a_count_that_would_fill_the_hosts_memory_is_refused(monkeypatch):
     """03's num_images=1000000 with cifar10 took 24 GiB and the kernel was killed."""
-    monkeypatch.setattr(params, "available_memory", lambda: 12 * 2**30)
-    rule = params.fits_in_memory(32 * 32 * 3 * 8, "images")
+    monkeypatch.setattr(params, "proc_kib", lambda path, key: 12 * 2**20)  # KiB of MemAvailable
+    rule = params.fits_in_memory(32 * 32 * 3 * 8)
     assert rule("num_images", 10_000) == 10_000
     with pytest.raises(ParameterError, match=r"^Invalid parameter num_images=1000000: at most "
                                              r"262,144 images on this runtime: they would take "
                                              r"about 22\.9 GiB, and it has 12\.0 GiB"):
         rule("num_images", 1_000_000)
-    monkeypatch.setattr(params, "available_memory", lambda: None)  # unknown: not refused
+    monkeypatch.setattr(params, "proc_kib", lambda path, key: None)  # unknown: not refused
     assert rule("num_images", 1_000_000) == 1_000_000
 
 

@@ -90,11 +90,6 @@ def test_unreadable_images_are_skipped(tf, lesson, digits, tmp_path):
     assert sorted(labels) == sorted(classes.index(names[int(v)]) for v in y[:30])
 
 
-def test_device_fit_rule():
-    assert tfdata_pipelines.fits_on_device(4 * 2**30, 16 * 2**30)
-    assert not tfdata_pipelines.fits_on_device(12 * 2**30, 16 * 2**30)
-
-
 def test_an_image_folder_is_read_with_the_read_it_is_given(tf, lesson, digits, tmp_path):
     x, y, names = digits
     tfdata_pipelines.write_image_folder(x[:10], y[:10], tmp_path, names)

@@ -67,7 +67,7 @@ def test_splitting_after_start_gives_a_clear_message(fresh_process):
         from helpers.devices import split_cpu
         tf = import_tensorflow()
         tf.constant(1.0) + 1  # the first op starts the devices
-        assert split_cpu(1) == 1  # what is in force is fine
+        split_cpu(1)  # what is in force is fine: no error
         try:
             split_cpu(4)
         except LateConfigurationError as error:

@@ -364,7 +364,7 @@ def test_new_cells_get_ids_no_other_cell_has_and_repeats_are_refused():
 def test_a_reference_in_the_docs_that_names_nothing_fails(tmp_path, monkeypatch, capsys):
     assert check.references() == 0, capsys.readouterr().out  # the docs as they are
     doc = tmp_path / "doc.md"
-    doc.write_text("`helpers.dcgan.FusedBatchNormalization` (made lazily), `tools.course.ROOT`, "
+    doc.write_text("`helpers.dcgan.History`, `tools.course.ROOT`, "
                    "`make test`, a learner's `helpers.py`; `helpers.exercises.verdicts_in`, "
                    "`helpers.scale_out_profile.worker_script`, `make gone`")
     monkeypatch.setattr(check, "DOCS", [str(doc)])

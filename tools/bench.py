@@ -261,7 +261,7 @@ def bench_dcgan_engines(batch_size: int = 256, repeats: int = 10) -> list:
     from helpers.lessons import nb04 as lesson
 
     with native_noise_filtered(), tf.device("/CPU:0"):
-        step = lesson.our_step("float32", False, fused_bn=True, fast_dropout=True)
+        step = lesson.our_step("float32", False)
         images = tf.random.uniform((batch_size, 28, 28, 1), -1.0, 1.0)
         tf_rate = measure(lambda: step(images), repeats=repeats, work=batch_size).rate
     baseline = f"TensorFlow {tf.__version__}: notebook 04's step, same batch, same run"

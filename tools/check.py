@@ -19,14 +19,12 @@ TARGET = re.compile(r"`make ([a-z][\w-]*)")
 
 
 def _defines(module: Path) -> set[str]:
-    """The names a module defines or imports at its top level, and the ``LAZY`` ones."""
+    """The names a module defines or imports at its top level."""
     text = module.read_text()
     names = set(lessons.defined_names(text))
     for node in ast.parse(text).body:
         if isinstance(node, ast.Import | ast.ImportFrom):
             names |= {(a.asname or a.name).split(".")[0] for a in node.names}
-        elif isinstance(node, ast.Assign) and [ast.unparse(t) for t in node.targets] == ["LAZY"]:
-            names |= set(ast.literal_eval(node.value))  # made by the module's __getattr__
     return names
 
 

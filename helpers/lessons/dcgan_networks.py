@@ -10,14 +10,14 @@ notebook, then run ``make lessons``. ``make test`` fails if this file and the no
 import keras
 from keras import layers
 
-from helpers import dcgan  # plumbing: the faster batch norm and dropout layers
+from helpers import dcgan  # plumbing: which architecture makes which images
 
 
-def tutorial_generator(noise_dim=100, channels=1, synchronized=False, tuned=True):
-    """The TF tutorial's generator, 28x28; `tuned=False`: Keras's own batch norm, as published."""
+def tutorial_generator(noise_dim=100, channels=1, synchronized=False):
+    """The TF tutorial's generator, 28x28."""
     def block(layer):  # synchronized: batch statistics over the global batch (notebook 06)
-        norm = dcgan.FusedBatchNormalization if tuned else layers.BatchNormalization
-        return [layer, norm(synchronized=synchronized), layers.LeakyReLU(0.3)]
+        norm = layers.BatchNormalization(synchronized=synchronized)
+        return [layer, norm, layers.LeakyReLU(0.3)]
     return keras.Sequential([
         keras.Input((noise_dim,)), *block(layers.Dense(7 * 7 * 256, use_bias=False)),
         layers.Reshape((7, 7, 256)),
@@ -29,45 +29,44 @@ def tutorial_generator(noise_dim=100, channels=1, synchronized=False, tuned=True
 
 
 # 04_dcgan.ipynb, section 'The models and their optimizers'
-def tutorial_discriminator(shape=(28, 28, 1), dropout=0.3, tuned=True):
-    """The TF tutorial's discriminator; `tuned=False`: Keras's own dropout, as published."""
-    drop = dcgan.HalfWordDropout if tuned else layers.Dropout
+def tutorial_discriminator(shape=(28, 28, 1), dropout=0.3):
+    """The TF tutorial's discriminator."""
     return keras.Sequential([
         keras.Input(shape),
-        layers.Conv2D(64, 5, strides=2, padding="same"), layers.LeakyReLU(0.3), drop(dropout),
-        layers.Conv2D(128, 5, strides=2, padding="same"), layers.LeakyReLU(0.3), drop(dropout),
+        layers.Conv2D(64, 5, strides=2, padding="same"), layers.LeakyReLU(0.3),
+        layers.Dropout(dropout),
+        layers.Conv2D(128, 5, strides=2, padding="same"), layers.LeakyReLU(0.3),
+        layers.Dropout(dropout),
         layers.Flatten(),
         layers.Dense(1, dtype="float32"),  # a float32 logit: the loss is computed in full
     ], name="tutorial_discriminator")
 
 
 # 04_dcgan.ipynb, section 'The models and their optimizers'
-def dcgan_generator(noise_dim=100, size=64, channels=3, width=64, synchronized=False,
-                    fused=True):
+def dcgan_generator(noise_dim=100, size=64, channels=3, width=64, synchronized=False):
     """The DCGAN generator: from 4x4, each transposed convolution doubles it up to `size`."""
-    norm = dcgan.FusedBatchNormalization if fused else layers.BatchNormalization
     ups = (size // 4).bit_length() - 1  # 4 -> 8 -> 16 -> 32 (-> 64)
     filters = width * 2 ** (ups - 1)
     stack = [keras.Input((noise_dim,)), layers.Dense(4 * 4 * filters, use_bias=False),
-             norm(synchronized=synchronized), layers.ReLU(), layers.Reshape((4, 4, filters))]
+             layers.BatchNormalization(synchronized=synchronized), layers.ReLU(),
+             layers.Reshape((4, 4, filters))]
     for _ in range(ups - 1):
         filters //= 2
         stack += [layers.Conv2DTranspose(filters, 4, strides=2, padding="same", use_bias=False),
-                  norm(synchronized=synchronized), layers.ReLU()]
+                  layers.BatchNormalization(synchronized=synchronized), layers.ReLU()]
     stack += [layers.Conv2DTranspose(channels, 4, strides=2, padding="same", use_bias=False),
               layers.Activation("tanh", dtype="float32")]
     return keras.Sequential(stack, name=f"dcgan{size}_generator")
 
 
 # 04_dcgan.ipynb, section 'The models and their optimizers'
-def dcgan_discriminator(shape=(64, 64, 3), width=64, synchronized=False, fused=True):
+def dcgan_discriminator(shape=(64, 64, 3), width=64, synchronized=False):
     """The DCGAN discriminator: each strided convolution halves the image, down to 4x4."""
-    norm = dcgan.FusedBatchNormalization if fused else layers.BatchNormalization
     stack, filters = [keras.Input(shape)], width
     for i in range((shape[0] // 4).bit_length() - 1):
         stack.append(layers.Conv2D(filters, 4, strides=2, padding="same", use_bias=i == 0))
         if i:
-            stack.append(norm(synchronized=synchronized))
+            stack.append(layers.BatchNormalization(synchronized=synchronized))
         stack.append(layers.LeakyReLU(0.2))
         filters *= 2
     stack += [layers.Flatten(), layers.Dense(1, dtype="float32")]
@@ -75,13 +74,11 @@ def dcgan_discriminator(shape=(64, 64, 3), width=64, synchronized=False, fused=T
 
 
 # 04_dcgan.ipynb, section 'The models and their optimizers'
-def build_pair(architecture, shape, synchronized=False, dropout=0.3, fused_bn=True,
-               fast_dropout=True, noise_dim=100):
+def build_pair(architecture, shape, synchronized=False, dropout=0.3, noise_dim=100):
     """(generator, discriminator): "tutorial" (28x28) or "dcgan" (32x32 or 64x64) images."""
     dcgan.architecture_rule(shape)("architecture", architecture)  # it makes these images
     if architecture == "tutorial":
-        return (tutorial_generator(noise_dim, shape[2], synchronized, tuned=fused_bn),
-                tutorial_discriminator(shape, dropout, tuned=fast_dropout))
-    return (dcgan_generator(noise_dim, shape[0], shape[2], synchronized=synchronized,
-                            fused=fused_bn),
-            dcgan_discriminator(shape, synchronized=synchronized, fused=fused_bn))
+        return (tutorial_generator(noise_dim, shape[2], synchronized),
+                tutorial_discriminator(shape, dropout))
+    return (dcgan_generator(noise_dim, shape[0], shape[2], synchronized=synchronized),
+            dcgan_discriminator(shape, synchronized=synchronized))

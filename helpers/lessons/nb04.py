@@ -26,12 +26,12 @@ import tensorflow as tf
 from helpers import dcgan  # plumbing: the history, the scores, the images' range
 
 
-def build_gan(architecture, shape, policy, fused_bn=True, fast_dropout=True, seed=0):
+def build_gan(architecture, shape, policy, seed=0):
     """Generator, discriminator and an Adam for each, computing in `policy`."""
     previous = keras.mixed_precision.global_policy()
     keras.mixed_precision.set_global_policy(policy)  # layers made now compute in it
     keras.utils.set_random_seed(seed)
-    models = build_pair(architecture, shape, fused_bn=fused_bn, fast_dropout=fast_dropout)
+    models = build_pair(architecture, shape)
     keras.mixed_precision.set_global_policy(previous)
     optimizers = []
     for model in models:
@@ -132,8 +132,8 @@ def new_run(architecture, shape, policy, d_steps, xla, directory, scorer=None):
 # 04_dcgan.ipynb, section 'What each change buys: an ablation on this device'
 def tutorial_step(batch_size=256, noise_dim=100):
     """The TF tutorial's step as published: float32, Keras's layers, Adam(1e-4), no XLA."""
-    generator = tutorial_generator(noise_dim, tuned=False)
-    discriminator = tutorial_discriminator(tuned=False)
+    generator = tutorial_generator(noise_dim)
+    discriminator = tutorial_discriminator()
     g_opt, d_opt = keras.optimizers.Adam(1e-4), keras.optimizers.Adam(1e-4)
 
     @tf.function
@@ -154,9 +154,8 @@ def tutorial_step(batch_size=256, noise_dim=100):
 
 
 # 04_dcgan.ipynb, section 'What each change buys: an ablation on this device'
-def our_step(policy, jit_compile, fused_bn=False, fast_dropout=False):
-    generator, discriminator, g_opt, d_opt = build_gan(
-        "tutorial", (28, 28, 1), policy, fused_bn=fused_bn, fast_dropout=fast_dropout)
+def our_step(policy, jit_compile):
+    generator, discriminator, g_opt, d_opt = build_gan("tutorial", (28, 28, 1), policy)
     rng = tf.random.Generator.from_seed(0)
     return make_train_step(generator, discriminator, g_opt, d_opt, rng, jit_compile=jit_compile)
 
@@ -177,8 +176,6 @@ def ablation_rows(policy, use_xla, batch_size=256):
         "+ data on the device": (ours, lambda: on_device[:batch_size], batch_size)
         if tf.config.list_logical_devices("GPU") else None,  # a CPU's memory is the host's
         f"+ batch {2 * batch_size}": (ours, lambda: on_device, 2 * batch_size),
-        "+ this course's layers": (our_step(policy, use_xla, fused_bn=True, fast_dropout=True),
-                                   lambda: on_device, 2 * batch_size),
     }
 
 

@@ -134,7 +134,7 @@ def child_main(settings, die_at_step, images_file):
         nonlocal step
         step += 1
         if step == die_at_step:  # SIGKILL: no clean-up, no save, like a runtime taken away
-            print(f"killed at step {step}", flush=True)
+            print(f"killed after step {step - 1}", flush=True)
             os.kill(os.getpid(), signal.SIGKILL)
         return run.train_step(batch)
 

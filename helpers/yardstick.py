@@ -1,0 +1,39 @@
+"""The course's one yardstick for "the same update", in every notebook that compares updates.
+
+Each float32 update is measured by its distance from a float64 reference of the same step
+(nearly exact), relative to the reference's size. The run's own rounding is that distance for
+the float32 run that computes the reference's maths as written (one device, one program). An
+update that sums in another order rounds about as much, but one sample of rounding can be lucky
+(a few float32 epsilons), so rounding ends at twice the run's own, and never below a thousand
+float32 epsilons (1.2e-4), what summing a thousand numbers can lose at worst; further is
+another update.
+"""
+
+import numpy as np
+
+SLACK = 2
+FLOOR = 1000 * 2.0**-23  # float32's epsilon, 1.2e-7, a thousand times
+
+
+def distance(update, exact) -> float:
+    """``|update - exact| / |exact|``: arrays, or lists of arrays, flattened alike."""
+    ours, theirs = flat(update), flat(exact)
+    return float(np.linalg.norm(ours - theirs) / max(np.linalg.norm(theirs), 1e-300))
+
+
+def flat(arrays) -> np.ndarray:
+    if isinstance(arrays, np.ndarray):
+        return arrays.astype("float64").ravel()
+    return np.concatenate([np.asarray(a, dtype="float64").ravel() for a in arrays])
+
+
+def allowed(own: float) -> float:
+    """How far from float64 rounding reaches, given the run's own rounding."""
+    return max(SLACK * own, FLOOR)
+
+
+def line(name: str, away: float, own: float) -> str:
+    """The verdict, worded alike in every notebook (tests read it back)."""
+    verdict = "rounding, the same update" if away <= allowed(own) else "another update"
+    return (f"{name}: {away:.1e} from float64; this run's own rounding {own:.1e}, so up to "
+            f"{allowed(own):.1e} is rounding: {verdict}.")
