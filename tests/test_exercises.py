@@ -3,11 +3,14 @@ solved copies). Each notebook's own checks are tested in tests/test_exercises_nb
 runs every notebook with its exercises untouched (each check must say "not yet") and solved
 (each must say "right")."""
 
+import itertools
 import json
+import time
 from types import SimpleNamespace
 
 import conftest
 import nbformat
+import numpy as np
 import pytest
 from solved import solution_functions
 
@@ -351,3 +354,139 @@ def test_solution_functions_defines_the_functions_and_leaves_the_notebooks_code_
     monkeypatch.setattr(tool, "SOLUTIONS", tmp_path)
     names = solution_functions("99_demo", offset=1)
     assert names["root"](9) == 4.0 and "data" not in names
+
+
+# -- a check never breaks the kernel it runs in (issue 50) ---------------------------------------
+
+def _imported_inside(fn, repeats):  # right: the import, run under the check, once broke 02.1
+    from tensorflow.test.experimental import sync_devices
+
+    fn()
+    sync_devices()
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        sync_devices()
+        samples.append(time.perf_counter() - start)
+    return float(np.median(samples))
+
+
+def _leaves_a_policy(kind):  # wrong: imports inside and leaves the global policy changed
+    import keras
+    from keras.mixed_precision import set_global_policy
+
+    set_global_policy("mixed_float16" if kind == "gpu" else "mixed_bfloat16")
+    return keras.Sequential([keras.Input((784,)), keras.layers.Dense(256, activation="relu"),
+                             keras.layers.Dense(10, dtype="float32")])
+
+
+def _policy_imported_inside(kind):  # right
+    import keras
+    from keras import mixed_precision as mp
+
+    previous = mp.global_policy()
+    mp.set_global_policy("mixed_float16" if kind == "gpu" else "mixed_bfloat16")
+    try:
+        return keras.Sequential([keras.Input((784,)), keras.layers.Dense(256, activation="relu"),
+                                 keras.layers.Dense(10, dtype="float32")])
+    finally:
+        mp.set_global_policy(previous)
+
+
+def _epoch_via_numpy(x, y, batch_size):  # wrong: NumPy imported inside, a copy to the host
+    import tensorflow as tf
+    from numpy import asarray, random  # noqa: PLC0415
+
+    order, xs, ys = random.permutation(len(y)), asarray(x), asarray(y)
+    for start in range(0, len(order), batch_size):
+        index = order[start:start + batch_size]
+        yield tf.constant(xs[index]), tf.constant(ys[index])
+
+
+def _epoch_host_indices(x, y, batch_size):  # right: indices from the host, the data stays put
+    import tensorflow as tf
+    from numpy import random  # noqa: PLC0415
+
+    order = random.permutation(int(tf.shape(x)[0]))
+    for start in range(0, len(order), batch_size):
+        index = order[start:start + batch_size]
+        yield tf.gather(x, index), tf.gather(y, index)
+
+
+def _read_each_step(step, batches, read_back=20):  # wrong: reads every step, `asarray` imported
+    from numpy import asarray  # noqa: PLC0415
+
+    return [float(asarray(step(batch))) for batch in batches]
+
+
+def _read_back_imported(step, batches, read_back=20):  # right
+    from numpy import asarray  # noqa: PLC0415
+
+    losses, pending = [], []
+    for batch in batches:
+        pending.append(step(batch))
+        if len(pending) == read_back:
+            losses += asarray(pending, dtype="float32").tolist()
+            pending = []
+    return losses + [float(loss) for loss in pending]
+
+
+def _kernel_answers(tf, capture):
+    """Per exercise whose check patches something: a wrong answer, a right one written in a way
+    that once broke (or could break) the kernel, and the given solution."""
+    import keras
+
+    def read_every_step(step, steps):  # wrong: NumPy's `asarray` imported inside
+        from numpy import asarray  # noqa: PLC0415
+
+        return sum(float(asarray(step())) for _ in range(steps)) / steps
+
+    def first_import(step, steps):  # right, and imports a module that keeps NumPy's `asarray`
+        __import__(capture)
+        return float(tf.add_n([step() for _ in range(steps)])) / steps
+
+    solved = {**solution_functions("02_gpu_vs_cpu_benchmark", tf=tf, keras=keras, np=np,
+                                   time=time),
+              **solution_functions("03_tfdata_pipelines", tf=tf),
+              **solution_functions("04_dcgan", tf=tf, keras=keras)}
+    return {"02.1": (lambda fn, r: fn() and 0.0, _imported_inside, solved["median_seconds"]),
+            "02.2": (_leaves_a_policy, _policy_imported_inside, solved["mixed_model"]),
+            "02.3": (read_every_step, first_import, solved["mean_loss"]),
+            "03.3": (_epoch_via_numpy, _epoch_host_indices, solved["device_epoch"]),
+            "04.2": (_read_each_step, _read_back_imported, solved["run_steps"])}
+
+
+def test_every_check_passes_its_solution_after_any_attempts_in_one_kernel(tf, tmp_path,
+                                                                          monkeypatch):
+    """A wrong answer, a right one written otherwise and the solution, in every order in one
+    process: each gets the same verdict every time, the solution "right"; and what the checks
+    patch is back afterwards, also in a module first imported during a check."""
+    import keras
+
+    (tmp_path / "capture_50.py").write_text("from numpy import asarray as to_host\n")
+    monkeypatch.syspath_prepend(tmp_path)
+    real = (np.asarray, np.array, tf.test.experimental.sync_devices)
+    policy = keras.mixed_precision.global_policy().name
+    for exercise, answers in _kernel_answers(tf, "capture_50").items():
+        for order in itertools.permutations(range(3)):
+            got = {i: check(exercise, answers[i]).passed for i in order}
+            assert got == {0: False, 1: True, 2: True}, (exercise, order)
+        assert (np.asarray, np.array, tf.test.experimental.sync_devices) == real
+        assert keras.mixed_precision.global_policy().name == policy
+    assert __import__("capture_50").to_host is np.asarray, "the stand-in, put back"
+
+
+def test_a_kernel_changed_by_an_earlier_cell_is_said_and_put_back(tf, capsys, monkeypatch):
+    """02.1 finds tf.test.experimental.sync_devices replaced (a cell, or a check of an older
+    release): one line says so, the solution is still judged right, and the original is back."""
+    real = tf.test.experimental.sync_devices
+    monkeypatch.setattr(tf.test.experimental, "sync_devices", lambda: None)
+    solved = solution_functions("02_gpu_vs_cpu_benchmark", tf=tf, np=np, time=time)
+    verdict = check("02.1", solved["median_seconds"])
+    assert verdict.passed, verdict.message
+    assert tf.test.experimental.sync_devices is real
+    said = capsys.readouterr().out.splitlines()
+    assert said[0] == ("tf.test.experimental.sync_devices had been replaced in this kernel (by a "
+                       "cell or an earlier attempt): the check put TensorFlow's own back.")
+    assert len(said) == 2 and said[1].startswith("✅ Exercise 02.1")

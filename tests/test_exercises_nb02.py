@@ -355,3 +355,92 @@ def test_mean_loss_a_failed_try_leaves_nothing_patched(tf):
     assert np.asarray is real_asarray
     got = verdict("02.3", lambda s, n: running_sum(s, n, tf))
     assert got.passed, got.message
+
+
+# 02.1, issue 50: answers that import or replace `sync_devices` themselves, then the solution
+
+def imported_from_the_public_module(fn, repeats):
+    """Previously it broke the kernel: the import under the check's patch left a module whose
+    `sync_devices` was the check's stand-in, and every later 02.1 check raised."""
+    from tensorflow.test.experimental import sync_devices
+
+    fn()
+    sync_devices()
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        sync_devices()
+        samples.append(time.perf_counter() - start)
+    return float(np.median(samples))
+
+
+def imported_without_warm_up(fn, repeats):
+    from tensorflow.test.experimental import sync_devices
+
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        sync_devices()
+        samples.append(time.perf_counter() - start)
+    return float(np.median(samples))
+
+
+def imported_and_averaged(fn, repeats):
+    from tensorflow.python.framework.test_util import sync_devices
+
+    fn()
+    sync_devices()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        fn()
+        sync_devices()
+    return (time.perf_counter() - start) / repeats
+
+
+def replaces_sync_devices(fn, repeats):  # "quiet" it: nothing waits any more
+    import tensorflow as tf
+
+    tf.test.experimental.sync_devices = lambda: None
+    return no_sync(lambda: (fn(), tf.test.experimental.sync_devices())[0], repeats)
+
+
+def imported_into_the_module(fn, repeats):  # a module-level name, set from inside the answer
+    global sync_from_inside
+    from tensorflow.test.experimental import sync_devices as sync_from_inside
+
+    return float(np.min([imported_from_the_public_module(fn, 1) for _ in range(repeats)]))
+
+
+@pytest.mark.parametrize(("answer", "says"), [
+    (imported_without_warm_up, "warm up"),
+    (imported_and_averaged, "median"),
+    (replaces_sync_devices, "nothing waited for it"),
+    (imported_into_the_module, "not the best one (`min`"),
+])
+def test_timing_answers_that_import_sync_devices_leave_the_kernel_as_it_was(tf, answer, says):
+    real = tf.test.experimental.sync_devices
+    got = verdict("02.1", answer)
+    assert not got.passed and says in got.message
+    assert tf.test.experimental.sync_devices is real, "put back, whatever the answer did"
+    assert exercises.REGISTRY["02.1"].check(imported_from_the_public_module) is None
+    assert tf.test.experimental.sync_devices is real
+
+
+def test_timing_with_sync_imported_from_the_public_module_is_right(tf):
+    got = verdict("02.1", imported_from_the_public_module)
+    assert got.passed, got.message
+
+
+def test_timing_solution_passes_after_the_import_that_broke_the_kernel(tf):
+    import sys  # noqa: PLC0415
+
+    from solved import solution_functions  # noqa: PLC0415
+
+    solution = solution_functions("02_gpu_vs_cpu_benchmark", tf=tf, np=np, time=time)
+    for answer in (imported_from_the_public_module, solution["median_seconds"]):
+        got = verdict("02.1", answer)
+        assert got.passed, got.message
+    real = tf.test.experimental.sync_devices
+    assert sys.modules["tensorflow.test.experimental"].sync_devices is real

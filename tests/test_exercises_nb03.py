@@ -250,3 +250,73 @@ def test_device_epoch_mistakes_are_caught(tf, answer, says):
 
 def test_device_epoch_placeholder(tf):
     assert "placeholder" in verdict("03.3", placeholder).message
+
+
+# 03.1, issue 50: augmenting after `batch`, which the exercise's text rules out (`augment`
+# takes one example, as the notebook's does: a random shift per image)
+
+def after_batch(tf, finish):
+    def build(records, decode, augment, batch_size):
+        ds = records.map(decode, num_parallel_calls=tf.data.AUTOTUNE).cache().shuffle(100)
+        return finish(ds.batch(batch_size), augment)
+
+    return build
+
+
+@pytest.mark.parametrize("finish", [
+    lambda ds, augment: ds.map(augment, num_parallel_calls=-1).prefetch(2),
+    lambda ds, augment: ds.map(lambda x, y: augment(x, y), num_parallel_calls=-1).prefetch(-1),
+    lambda ds, augment: ds.prefetch(2).map(augment, num_parallel_calls=-1).prefetch(-1),
+])
+def test_chain_augmenting_whole_batches_is_caught(tf, finish):
+    got = verdict("03.1", after_batch(tf, finish))
+    assert not got.passed
+    assert "`augment` takes one example" in got.message and "before `batch`" in got.message
+
+
+# 03.3, issue 50: batches copied through the host, on any device (this one's CPU included)
+
+def through_numpy(x, y, batch_size, tf):
+    xs, ys = x.numpy(), y.numpy()
+    order = np.random.permutation(len(ys))
+    for start in range(0, len(order), batch_size):
+        index = order[start:start + batch_size]
+        yield tf.constant(xs[index]), tf.constant(ys[index])
+
+
+def gathered_then_copied(x, y, batch_size, tf):
+    for xb, yb in gathered(x, y, batch_size, tf):
+        yield tf.constant(xb.numpy()), tf.convert_to_tensor(np.asarray(yb))
+
+
+def as_array_once(x, y, batch_size, tf):  # eager: the copies are made before any batch
+    order, xs = tf.random.shuffle(tf.range(tf.shape(x)[0])), np.array(x)
+    return [(tf.convert_to_tensor(xs[index.numpy()]), tf.gather(y, index))
+            for index in tf.split(order, [batch_size] * (len(xs) // batch_size)
+                                  + [len(xs) % batch_size] * bool(len(xs) % batch_size))]
+
+
+def labels_through_numpy(x, y, batch_size, tf):
+    labels = y.numpy()
+    for xb, yb in gathered(x, y, batch_size, tf):
+        yield xb, tf.constant(labels[yb.numpy()])
+
+
+@pytest.mark.parametrize("answer", [through_numpy, gathered_then_copied, as_array_once,
+                                    labels_through_numpy])
+def test_device_epoch_a_copy_through_the_host_is_caught(tf, answer):
+    """Previously accepted on a CPU: the batches were tensors, on the data's device."""
+    got = verdict("03.3", lambda x, y, b: answer(x, y, b, tf))
+    assert not got.passed and "went back to the host" in got.message
+
+
+def indices_from_the_host(x, y, batch_size, tf):  # right: the size and indices read, not data
+    order = np.random.permutation(int(tf.shape(x)[0]))
+    for start in range(0, len(order), batch_size):
+        index = order[start:start + batch_size]
+        yield tf.gather(x, index), tf.gather(y, index)
+
+
+def test_device_epoch_reading_the_size_and_host_indices_is_right(tf):
+    got = verdict("03.3", lambda x, y, b: indices_from_the_host(x, y, b, tf))
+    assert got.passed, got.message

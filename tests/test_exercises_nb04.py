@@ -328,3 +328,50 @@ def test_read_back_catches_its_own_read_back():
 
     verdict = check("04.2", run_steps)
     assert not verdict.passed and "with read_back=3" in verdict.message
+
+
+# 04.1, issue 50: the check varies the loss scale, and starts with a new, unbuilt optimizer
+
+
+def _scaled_by(tf, scale_of):
+    def step(model, optimizer, loss_fn, x, y):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, model(x, training=True))
+            scaled = loss * scale_of(optimizer)
+        optimizer.apply(tape.gradient(scaled, model.trainable_variables), model.trainable_variables)
+        return loss
+
+    return step
+
+
+@pytest.mark.parametrize("initial_scale", [1.0, 8.0, 16.0])
+def test_loss_scaling_catches_a_scale_too_small(tf, solved, initial_scale):
+    """Previously accepted: the check set the scale itself, whatever the answer asked for."""
+    import keras
+
+    def wrap(optimizer):
+        return keras.optimizers.LossScaleOptimizer(optimizer, initial_scale=initial_scale)
+
+    verdict = check("04.1", wrap, solved["float16_step"])
+    assert not verdict.passed and f"With a loss scale of {initial_scale:g}," in verdict.message
+    assert "leave `initial_scale` at its default" in verdict.message
+
+
+@pytest.mark.parametrize(("scale_of", "says"), [
+    (lambda optimizer: optimizer.dynamic_scale, "AttributeError"),  # no such thing, unbuilt
+    (lambda optimizer: 2.0**13, "0.25 times the right amount"),  # the check's old scale
+    (lambda optimizer: 2.0**17, "4 times the right amount"),
+    (lambda optimizer: optimizer.initial_scale, "4 times the right amount"),  # 32768, not 8192
+])
+def test_loss_scaling_catches_a_scale_of_its_own(tf, solved, scale_of, says):
+    """Previously accepted (all but the last): one scale, set after `build`, in every check."""
+    verdict = check("04.1", solved["float16_optimizer"], _scaled_by(tf, scale_of))
+    assert not verdict.passed and says in verdict.message
+
+
+def test_loss_scaling_right_with_the_scale_read_by_hand(tf, solved):
+    def current(optimizer):  # what `scale_loss` does
+        return optimizer.dynamic_scale if optimizer.built else optimizer.initial_scale
+
+    verdict = check("04.1", solved["float16_optimizer"], _scaled_by(tf, current))
+    assert verdict.passed, verdict.message

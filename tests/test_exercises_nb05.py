@@ -2,9 +2,12 @@
 solutions/05_survive_a_disconnect.py, run as the notebook would) and "not yet", with the
 expected reason, to the untouched exercise and to the usual mistakes."""
 
+import ast
 import json
 import os
+import pickle
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -267,3 +270,125 @@ def test_settings_right_with_a_dict_difference():
 def test_settings_catches_partial_compares(answer, says):
     verdict = check("05.2", answer)
     assert not verdict.passed and says in verdict.message, verdict.message
+
+
+# issue 50, class 5: the checkpoint manager in a sub-folder of `directory` is in it (05.1)
+
+
+def _in_sub_folder(tf, where):
+    def resume(directory, step, weights):
+        checkpoint = tf.train.Checkpoint(step=step, weights=weights)
+        manager = tf.train.CheckpointManager(checkpoint, where(directory), max_to_keep=3,
+                                             checkpoint_name="model")
+        checkpoint.restore(manager.latest_checkpoint)
+        return manager, int(step)
+
+    return resume
+
+
+@pytest.mark.parametrize("where", [
+    lambda directory: os.path.join(directory, "ckpt"),
+    lambda directory: Path(directory) / "run" / "checkpoints",
+    lambda directory: f"{directory}/tf_ckpts/",
+])
+def test_resume_right_with_a_sub_folder(tf, where):
+    """Previously rejected: "saved nowhere in the folder it was given"."""
+    verdict = check("05.1", _in_sub_folder(tf, where))
+    assert verdict.passed, verdict.message
+
+
+@pytest.mark.parametrize(("where", "says"), [
+    (lambda directory: "checkpoints", "saved nowhere in the folder it was given"),  # the cwd
+    (lambda directory: tempfile.mkdtemp(), "saved nowhere in the folder it was given"),
+    (lambda directory: os.path.join(directory, str(time.perf_counter_ns())), "resumed at 0"),
+])
+def test_resume_catches_a_folder_outside_or_new_each_time(tf, where, says, tmp_path,
+                                                           monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    verdict = check("05.1", _in_sub_folder(tf, where))
+    assert not verdict.passed and says in verdict.message, verdict.message
+
+
+# issue 50, class 4: run.json is JSON that `json.load` reads back as the settings (05.2)
+
+
+def _recorded_as(write, read):
+    def same_settings(folder, settings):
+        path = Path(folder) / "run.json"
+        if not path.exists():
+            path.write_bytes(write(settings))
+            return False
+        saved = read(path.read_bytes())
+        changed = sorted(k for k in {*saved, *settings} if saved.get(k) != settings.get(k))
+        if changed:
+            raise ValueError(f"changed: {changed}")
+        return True
+
+    return same_settings
+
+
+def _as_lines(settings):  # key=value lines, compared as text
+    return "\n".join(f"{k}={v}" for k, v in settings.items()).encode()
+
+
+@pytest.mark.parametrize(("write", "read"), [
+    (lambda s: str(s).encode(), lambda b: ast.literal_eval(b.decode())),  # a repr, not JSON
+    (pickle.dumps, pickle.loads),
+    (_as_lines, lambda b: dict(line.split("=", 1) for line in b.decode().splitlines())),
+    (lambda s: json.dumps(sorted(s.items())).encode(), lambda b: dict(json.loads(b))),
+])
+def test_settings_catches_a_run_json_that_is_not_the_settings_as_json(write, read):
+    """Previously accepted (each reads back what it wrote)."""
+    answer = _recorded_as(write, read)
+    if write is _as_lines:  # its values come back as text: compare them as text
+        def answer(folder, settings, inner=answer):
+            return inner(folder, {k: str(v) for k, v in settings.items()})
+    verdict = check("05.2", answer)
+    assert not verdict.passed and "as JSON (which `json.load` reads back" in verdict.message
+    assert "it returned False, writing b" in verdict.message, verdict.message
+
+
+# issue 50, class 5: writing the same settings again leaves run.json as it was (05.2)
+
+
+def _rewrites(on_resume=None, on_change=None):
+    def same_settings(folder, settings):
+        path = Path(folder) / "run.json"
+        if not path.exists():
+            path.write_text(json.dumps(settings))
+            return False
+        saved = json.loads(path.read_text())
+        if changed := sorted(k for k in {*saved, *settings} if saved.get(k) != settings.get(k)):
+            if on_change:
+                on_change(path, saved, settings)
+            raise ValueError(f"settings changed: {changed}")
+        if on_resume:
+            path.write_text(json.dumps(settings, indent=2, sort_keys=True))  # the same settings
+        return True
+
+    return same_settings
+
+
+@pytest.mark.parametrize("answer", [
+    _rewrites(on_resume=True),
+    _rewrites(on_change=lambda path, saved, new: path.write_text(json.dumps(saved, indent=1))),
+    _rewrites(on_resume=True, on_change=lambda path, saved, new: path.write_bytes(
+        json.dumps(dict(sorted(saved.items()))).encode())),
+])
+def test_settings_right_when_it_writes_the_same_settings_again(answer):
+    """Previously "It rewrote run.json with the new settings", which was false."""
+    verdict = check("05.2", answer)
+    assert verdict.passed, verdict.message
+
+
+@pytest.mark.parametrize(("on_change", "says"), [
+    (lambda path, saved, new: path.write_text(json.dumps(new)), "wrote the new settings in it"),
+    (lambda path, saved, new: path.unlink(), "changed or removed it"),
+    (lambda path, saved, new: path.write_text(json.dumps({**saved, "refused": True})),
+     "changed or removed it"),
+])
+def test_settings_catches_run_json_changed_on_a_change(on_change, says):
+    verdict = check("05.2", _rewrites(on_change=on_change))
+    assert not verdict.passed and says in verdict.message, verdict.message
+    assert verdict.message.startswith("With 'precision' changed, it "), verdict.message

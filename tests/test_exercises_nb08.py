@@ -3,6 +3,7 @@ wrong, to the untouched exercise and to the usual mistakes."""
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -127,6 +128,88 @@ def test_08_1_wrong(answer, expected):
     assert not result.passed and expected in result.message, result.message
 
 
+def _from_environ(tf_config):  # the rule of the solution, read back from TF_CONFIG
+    config = json.loads(os.environ["TF_CONFIG"])
+    cluster, task = config.get("cluster", {}), config.get("task", {"type": "chief", "index": 0})
+    return task["type"] == "chief" or ("chief" not in cluster and task["index"] == 0), task
+
+
+def sets_tf_config(tf_config, shared, scratch):  # as worker.py's process would find it
+    os.environ["TF_CONFIG"] = json.dumps(tf_config)
+    chief, task = _from_environ(tf_config)
+    return shared if chief else f"{scratch}/{task['type']}_{task['index']}"
+
+
+def sets_and_deletes_tf_config(tf_config, shared, scratch):  # removes the kernel's own
+    os.environ["TF_CONFIG"] = json.dumps(tf_config)
+    chief, task = _from_environ(tf_config)
+    del os.environ["TF_CONFIG"]
+    return shared if chief else f"{scratch}/{task['type']}_{task['index']}"
+
+
+def records_the_folder(tf_config, shared, scratch):
+    task = tf_config.get("task", {"type": "chief", "index": 0})
+    chief = task["type"] == "chief" or ("chief" not in tf_config.get("cluster", {})
+                                        and task["index"] == 0)
+    os.environ["CHECKPOINT_DIR"] = shared if chief else f"{scratch}/{task['type']}{task['index']}"
+    return os.environ["CHECKPOINT_DIR"]
+
+
+def sets_tf_config_and_puts_it_back(tf_config, shared, scratch):
+    before = os.environ.get("TF_CONFIG")
+    os.environ["TF_CONFIG"] = json.dumps(tf_config)
+    try:
+        chief, task = _from_environ(tf_config)
+    finally:
+        if before is None:
+            del os.environ["TF_CONFIG"]
+        else:
+            os.environ["TF_CONFIG"] = before
+    return shared if chief else f"{scratch}/{task['type']}_{task['index']}"
+
+
+@pytest.mark.parametrize(("answer", "kernel_has", "left"), [
+    (sets_tf_config, None, "It left TF_CONFIG changed in `os.environ`"),
+    (sets_tf_config, '{"task": {"type": "worker", "index": 1}}', "It left TF_CONFIG changed"),
+    (sets_and_deletes_tf_config, '{"cluster": {}}', "It left TF_CONFIG changed"),
+    (records_the_folder, None, "It left CHECKPOINT_DIR changed"),
+])
+def test_08_1_wrong_when_it_leaves_the_environment_changed(answer, kernel_has, left, monkeypatch):
+    """Previously accepted: each names the right folders. The check puts the kernel's
+    environment back, whatever the answer did."""
+    monkeypatch.delenv("CHECKPOINT_DIR", raising=False)
+    if kernel_has is None:
+        monkeypatch.delenv("TF_CONFIG", raising=False)
+    else:
+        monkeypatch.setenv("TF_CONFIG", kernel_has)
+    before = dict(os.environ)
+    result = check("08.1", answer)
+    assert not result.passed and left in result.message, result.message
+    assert dict(os.environ) == before
+
+
+@pytest.mark.parametrize("kernel_has", [None, '{"cluster": {}}'])
+def test_08_1_right_when_it_puts_the_environment_back(kernel_has, monkeypatch):
+    if kernel_has is None:
+        monkeypatch.delenv("TF_CONFIG", raising=False)
+    else:
+        monkeypatch.setenv("TF_CONFIG", kernel_has)
+    result = check("08.1", sets_tf_config_and_puts_it_back)
+    assert result.passed, result.message
+    assert os.environ.get("TF_CONFIG") == kernel_has
+
+
+def test_08_1_a_raising_answer_leaves_the_environment_as_it_was(monkeypatch):
+    def raises(tf_config, shared, scratch):
+        os.environ["TF_CONFIG"] = json.dumps(tf_config)
+        return tf_config["cluster"]["chief"][0]  # KeyError, after setting it
+
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    result = check("08.1", raises)
+    assert not result.passed and "raised KeyError" in result.message, result.message
+    assert "TF_CONFIG" not in os.environ
+
+
 # 08.2: profile notebook 04's step and name its first fix
 
 
@@ -247,6 +330,15 @@ def five_steps_always(p):
     return profile_gan
 
 
+def fixed_sizes(p, steps=None, batch_size=None):
+    """Wrong: a size written in (the text's 3 steps of 16 images, or the defaults)."""
+    def profile_gan(logdir, steps_asked=5, batch_size_asked=64):
+        step = gan_step(p, batch_size or batch_size_asked)
+        summary = p.read(p.capture(step, steps or steps_asked, logdir))
+        return summary, p.advice(summary)[0]
+    return profile_gan
+
+
 def test_08_2_right(profiling):
     solved = solution_functions("08_scale_out_profile", **profiling.names)
     result = check("08.2", solved["profile_gan"], advice=profiling.advice)
@@ -277,6 +369,18 @@ def test_08_2_right_written_otherwise(profiling, answer):
 ])
 def test_08_2_wrong(profiling, answer, expected):
     result = check("08.2", answer(profiling), advice=profiling.advice)
+    assert not result.passed and expected in result.message, result.message
+
+
+@pytest.mark.parametrize(("sizes", "expected"), [
+    ({"batch_size": 16}, "ran on batches of 16, not `batch_size`, 24."),  # the task's 16
+    ({"batch_size": 64}, "ran on batches of 64, not `batch_size`, 16."),  # the default
+    ({"steps": 3}, "The trace has 3 marked steps, not the 2 asked for"),
+])
+def test_08_2_wrong_with_a_size_written_in(profiling, sizes, expected):
+    """Previously accepted: the check passed 3 steps of 16 images only, and never read the
+    batch size off the trace."""
+    result = check("08.2", fixed_sizes(profiling, **sizes), advice=profiling.advice)
     assert not result.passed and expected in result.message, result.message
 
 

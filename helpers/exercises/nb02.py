@@ -1,32 +1,30 @@
 """Checks for notebook 02's exercises (GPU vs CPU benchmark), timing on a stand-in device."""
 
-import contextlib
 import numbers
-from unittest import mock
+import sys
 
 import numpy as np
 
-from helpers.exercises import Device, exercise, is_number, require
+from helpers.exercises import Device, exercise, is_number, patched, require
 
 
 def _seconds(timer, device: Device, repeats: int) -> float | str:
-    """What ``timer`` measures on ``device`` (``sync_devices`` waits for it), or what is wrong."""
-    import tensorflow as tf
+    """What ``timer`` measures on ``device``: TensorFlow's own ``sync_devices`` ends by calling
+    ``context.async_wait``, which waits for ``device`` here, however the answer reached it."""
+    from tensorflow.python.eager import context
+    from tensorflow.python.framework import test_util
 
-    original = tf.test.experimental.sync_devices
-    space, defaults = getattr(timer, "__globals__", {}), getattr(timer, "__defaults__", None)
-    bound = [name for name, value in space.items() if value is original]
-    with mock.patch.object(tf.test.experimental, "sync_devices", device.sync), \
-            mock.patch(f"{original.__module__}.sync_devices", device.sync):
-        space.update(dict.fromkeys(bound, device.sync))
-        if defaults:
-            timer.__defaults__ = tuple(device.sync if d is original else d for d in defaults)
-        try:
-            result = timer(device.call, repeats)
-        finally:
-            space.update(dict.fromkeys(bound, original))
-            if defaults:
-                timer.__defaults__ = defaults
+    real = test_util.sync_devices  # where a cell or an attempt replaced it: put back
+    copies = [m for name, m in list(sys.modules.items())
+              if name.endswith("test.experimental") and hasattr(m, "sync_devices")]
+    if changed := [m for m in copies if m.sync_devices is not real]:
+        print("tf.test.experimental.sync_devices had been replaced in this kernel (by a cell "
+              "or an earlier attempt): the check put TensorFlow's own back.")
+    for module in changed:
+        module.sync_devices = real
+    kept = {(m, "sync_devices"): real for m in copies}  # and kept, whatever the answer does
+    with patched({(context, "async_wait"): device.sync, **kept}):
+        result = timer(device.call, repeats)
     require(result)
     if not is_number(result, numbers.Real):
         return f"It returned a {type(result).__name__} ({result!r}), not a number of seconds."
@@ -82,9 +80,7 @@ _BEFORE = {"gpu": "mixed_bfloat16", "cpu": "mixed_float16", "tpu": "float32"}
 def _check_mixed(model, kind: str, before: str) -> str | None:  # right after build(kind)
     import keras
 
-    def dtype(value) -> str:
-        return keras.backend.standardize_dtype(value.dtype)
-
+    dtype = keras.backend.standardize_dtype
     if not isinstance(model, keras.Model):
         return f"For {kind!r} it returned a {type(model).__name__}, not a Keras model."
     if (now := keras.mixed_precision.global_policy().name) != before:
@@ -104,7 +100,7 @@ def _check_mixed(model, kind: str, before: str) -> str | None:  # right after bu
     if len(dense) > 1 and (units != 256 or activation != "relu"):
         return (f"Its hidden layer is Dense({units}, activation={activation!r}): the task's model "
                 "has Dense(256, activation=\"relu\"), as in \"Reading a value every step\".")
-    if (kept := {dtype(w) for w in model.weights}) != {"float32"}:
+    if (kept := {dtype(w.dtype) for w in model.weights}) != {"float32"}:
         return (f"Its weights are {sorted(kept)}: mixed precision keeps them in float32 and "
                 "computes in 16 bits (a `mixed_` policy, not a plain 16-bit one).")
     if (first := dense[0].dtype_policy.name) != _POLICY[kind]:
@@ -112,9 +108,9 @@ def _check_mixed(model, kind: str, before: str) -> str | None:  # right after bu
                 "the global policy before building the layers.")
     if tuple(out.shape) != (2, 10):
         return f"For 2 inputs of 784 values it gave shape {tuple(out.shape)}, not (2, 10)."
-    if dtype(out) != "float32":
-        return (f"Its output is {dtype(out)}: give the last layer `dtype=\"float32\"`, so that "
-                "the softmax and the loss stay in float32.")
+    if dtype(out.dtype) != "float32":
+        return (f"Its output is {dtype(out.dtype)}: give the last layer `dtype=\"float32\"`, so "
+                "that the softmax and the loss stay in float32.")
     return None
 
 
@@ -142,9 +138,9 @@ def mixed_model(build) -> str | None:
     return None
 
 
-@contextlib.contextmanager
 def reads(on_read):
-    """While it lasts, ``on_read()`` runs whenever Python reads a real tensor's value, any way."""
+    """While it lasts, ``on_read(value)`` runs whenever Python reads a real tensor's value, any
+    way (``value``: the tensor, or what NumPy was given)."""
     import tensorflow as tf
     from tensorflow.python.framework import ops
 
@@ -152,15 +148,14 @@ def reads(on_read):
         def read(value, *args, **kwargs):
             if not check or any(isinstance(v, tf.Tensor) for v in (value, *(
                     value if isinstance(value, list | tuple) else ()))):
-                on_read()
+                on_read(value)
             return real(value, *args, **kwargs)
         return read
 
     base = ops._EagerTensorBase
-    with mock.patch.object(base, "_numpy", logged(base._numpy, False)), \
-            mock.patch.object(np, "asarray", logged(np.asarray, True)), \
-            mock.patch.object(np, "array", logged(np.array, True)):
-        yield
+    return patched({(base, "_numpy"): logged(base._numpy, False),
+                    (np, "asarray"): logged(np.asarray, True),
+                    (np, "array"): logged(np.array, True)})
 
 
 @exercise("02.3", "average the loss without stalling",
@@ -178,7 +173,7 @@ def mean_loss(average) -> str | None:
         log.append("step")
         return tf.constant(losses[(log.count("step") - 1) % steps])
 
-    with reads(lambda: log.append("read")):
+    with reads(lambda _: log.append("read")):
         result = average(step, steps)
     require(result)
     if (ran := log.count("step")) != steps:

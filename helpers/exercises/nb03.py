@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from helpers.exercises import exercise, require
+from helpers.exercises.nb02 import reads
 
 _WRAPPERS = {  # dataset ops that only carry settings (with_options and the like): not steps
     "OptionsDataset", "ModelDataset", "MaxIntraOpParallelismDataset", "PrivateThreadPoolDataset"}
@@ -101,7 +102,8 @@ def fast_chain(build) -> str | None:
         return ("It shuffles before the cache: the cache then replays the first epoch's order "
                 "every epoch. Shuffle after the cache, before augmenting.")
     if not augmented < batch:
-        return "It augments whole batches: augment each example, then batch."
+        return ("It augments whole batches: `augment` takes one example (this notebook's "
+                "shifts each image by its own random amount), so map it before `batch`.")
     if not steps[shuffle][1]["reshuffle_each_iteration"].b:
         return "Its shuffle keeps one order for every epoch (reshuffle_each_iteration=False)."
     return None
@@ -165,23 +167,29 @@ def device_epoch(batches) -> str | None:
     gpus = tf.config.list_logical_devices("GPU")[:1]  # the real thing, where there is one
     with tf.device(gpus[0].name if gpus else "/CPU:0"):
         x = tf.reshape(tf.range(2 * rows, dtype=tf.float32), (rows, 2))  # row i: [2i, 2i + 1]
-        y = tf.range(rows)
+        y = tf.range(rows, dtype=tf.int64)  # int64: not the int32 of shapes and indices
     where = tf.DeviceSpec.from_string(x.device).device_type
     orders = []
     for batch_size in (4, 3):  # two sizes: the answer's own number would fit only one
-        epoch = batches(x, y, batch_size)
-        require(epoch)
-        if isinstance(epoch, tf.data.Dataset):  # the same verdict on every device: tf.data
-            return ("It returned a tf.data pipeline, which runs on the host: on a GPU each batch "
-                    "is copied over again. Slice with `tf.gather`, in a Python generator.")
+        copied = []  # what the answer read into Python: a copy to the host, on any device
+        with reads(copied.append):
+            epoch = batches(x, y, batch_size)
+            require(epoch)
+            if isinstance(epoch, tf.data.Dataset):  # the same verdict on every device
+                return ("It returned a tf.data pipeline, which runs on the host: on a GPU each "
+                        "batch is copied over again. Slice with `tf.gather`, in a generator.")
+            epoch = list(epoch)
+        host = any(getattr(v, "dtype", None) in (x.dtype, y.dtype) and v.shape.rank
+                   for v in tf.nest.flatten(copied) if tf.is_tensor(v))
         order, sizes = [], []
         for element in epoch:
             if not (isinstance(element, tuple | list) and len(element) == 2):
                 return "Each batch must be an (images, labels) pair."
             xb, yb = element
-            if not (isinstance(xb, tf.Tensor) and isinstance(yb, tf.Tensor)):
-                return (f"A batch is a {type(xb).__name__}, not a tensor: it went back to the "
-                        "host. Slice with `tf.gather` where the data lives.")
+            if host or not (isinstance(xb, tf.Tensor) and isinstance(yb, tf.Tensor)):
+                return ("Its batches went back to the host (the data read with `.numpy()` or "
+                        "NumPy, or a batch not a tensor). Slice with `tf.gather` where the data "
+                        "lives.")
             if tf.DeviceSpec.from_string(xb.device).device_type != where:
                 return f"A batch is on {xb.device}, the data on {x.device}."
             if not np.array_equal(xb.numpy()[:, 0], 2 * yb.numpy()):

@@ -23,54 +23,62 @@ def float16_step(make_optimizer, step) -> str | None:
 
     # loss mean(prediction * tiny): its gradient, tiny * mean(x), underflows float16 (6e-8)
     tiny, inputs = 1e-8, [[1.0, 2.0, 3.0, 4.0]] * 8
-    inner = keras.optimizers.SGD(learning_rate=1.0)  # plain SGD: the update is -gradient
-    optimizer = make_optimizer(inner)
-    require(optimizer)
-    if not isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
-        return (f"`float16_optimizer` returned a {type(optimizer).__name__}, not a "
-                "`LossScaleOptimizer`: its `scale_loss` leaves the loss as it is, so small "
-                "float16 gradients underflow to zero.")
-    if optimizer.inner_optimizer is not inner:
-        return ("`float16_optimizer` wrapped a new optimizer, not the one it was given: wrap "
-                "`optimizer` itself, so that its settings (learning rate...) are kept.")
     start = 2.0**-20  # every weight: exact in float16, and float32 keeps steps of 1e-13 from it
-    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(
-        1, use_bias=False, kernel_initializer=keras.initializers.Constant(start),
-        dtype="mixed_float16")])
-    optimizer.build(model.trainable_variables)
-    optimizer.dynamic_scale.assign(2.0**13)  # as after skipped steps: not the initial scale
 
     def loss_fn(y, predictions):  # float32, and tiny
         return tf.reduce_mean(tf.cast(predictions, "float32") * y)
 
-    try:
-        with native_noise_filtered():  # a CPU's notice on its first float16 kernel
-            loss = step(model, optimizer, loss_fn, tf.constant(inputs),
-                        tf.fill((len(inputs), 1), tiny))
-    except ValueError as error:
-        if "No gradients provided" not in str(error):
-            raise
-        return ("`tape.gradient` gave no gradients: compute the scaled loss inside the "
-                "`with tf.GradientTape()` block, so that the tape records it.")
-    require(loss)
-    moved = start - model.trainable_variables[0].numpy().ravel()  # by -gradient (plain SGD)
-    expected = tiny * np.mean(inputs, axis=0)
-    if not np.any(moved):
-        return ("The weights did not move: their float16 gradients underflowed to zero. Take "
-                "the gradients of `optimizer.scale_loss(loss)`, not of `loss`.")
-    if not np.allclose(moved, expected, rtol=0.02):
+    for set_to in (None, 2.0**13, 2.0**17):  # unbuilt, then scales moved (skipped steps...)
+        inner = keras.optimizers.SGD(learning_rate=1.0)  # plain SGD: the update is -gradient
+        optimizer = make_optimizer(inner)
+        require(optimizer)
+        if not isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
+            return (f"`float16_optimizer` returned a {type(optimizer).__name__}, not a "
+                    "`LossScaleOptimizer`: its `scale_loss` leaves the loss as it is, so small "
+                    "float16 gradients underflow to zero.")
+        if optimizer.inner_optimizer is not inner:
+            return ("`float16_optimizer` wrapped a new optimizer, not the one it was given: wrap "
+                    "`optimizer` itself, so that its settings (learning rate...) are kept.")
+        model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(
+            1, use_bias=False, kernel_initializer=keras.initializers.Constant(start),
+            dtype="mixed_float16")])
+        if set_to is not None:
+            optimizer.build(model.trainable_variables)
+            optimizer.dynamic_scale.assign(set_to)
+        try:
+            with native_noise_filtered():  # a CPU's notice on its first float16 kernel
+                loss = step(model, optimizer, loss_fn, tf.constant(inputs),
+                            tf.fill((len(inputs), 1), tiny))
+        except ValueError as error:
+            if "No gradients provided" not in str(error):
+                raise
+            return ("`tape.gradient` gave no gradients: compute the scaled loss inside the "
+                    "`with tf.GradientTape()` block, so that the tape records it.")
+        require(loss)
+        scale = float(optimizer.dynamic_scale if optimizer.built else optimizer.initial_scale)
+        moved = start - model.trainable_variables[0].numpy().ravel()  # by -gradient (plain SGD)
+        expected = tiny * np.mean(inputs, axis=0)
         ratio = float(np.median(moved / expected))
-        if math.isclose(ratio, 2.0**13, rel_tol=0.05):  # the scale: scaled gradients applied
-            return (f"The weights moved by {ratio:.3g} times the right amount, the loss scale: "
-                    "the gradients were never unscaled. Call `optimizer.apply`, which unscales "
-                    "them; its `inner_optimizer`'s does not.")
-        return (f"The weights moved by {ratio:.3g} times the right amount: `apply` unscales by "
-                "the optimizer's current scale, so pass it the gradients of "
-                "`optimizer.scale_loss(loss)`, unchanged.")
-    unscaled = start * float(np.sum(inputs[0])) * tiny  # mean(prediction * y), before it
-    if not math.isclose(float(loss), unscaled, rel_tol=0.02):
-        return (f"It returned {float(loss):.3g}, {float(loss) / unscaled:.3g} times the loss: "
-                "that is the scaled loss, which only the tape needs. Return `loss` itself.")
+        if not np.allclose(moved, expected, rtol=0.02):
+            if scale < 2.0**10:
+                return (f"With a loss scale of {scale:g}, these float16 gradients still "
+                        f"underflow (the weights moved by {ratio:.3g} times the right amount): "
+                        "leave `initial_scale` at its default (32768).")
+            if not np.any(moved):
+                return ("The weights did not move: their float16 gradients underflowed to "
+                        "zero. Take the gradients of `optimizer.scale_loss(loss)`, not of `loss`.")
+            if math.isclose(ratio, scale, rel_tol=0.05):  # the scale: scaled gradients applied
+                return (f"The weights moved by {ratio:.3g} times the right amount, the loss "
+                        "scale: the gradients were never unscaled. Call `optimizer.apply`, "
+                        "which unscales them; its `inner_optimizer`'s does not.")
+            return (f"The weights moved by {ratio:.3g} times the right amount: `apply` unscales "
+                    "by the optimizer's current scale, so pass it the gradients of "
+                    "`optimizer.scale_loss(loss)`, unchanged.")
+        unscaled = start * float(np.sum(inputs[0])) * tiny  # mean(prediction * y), before it
+        if not math.isclose(float(loss), unscaled, rel_tol=0.02):
+            return (f"It returned {float(loss):.3g}, {float(loss) / unscaled:.3g} times the "
+                    "loss: that is the scaled loss, which only the tape needs. Return `loss` "
+                    "itself.")
     return None
 
 
@@ -92,7 +100,7 @@ def run_steps(fn) -> str | None:
 
     for steps, read_back in ((50, 20), (7, 3), (4, 1)):
         queued.clear(), waits.clear()
-        with reads(lambda: waits.append(len(queued)) if waits[-1:] != [len(queued)] else None):
+        with reads(lambda _: waits.append(len(queued)) if waits[-1:] != [len(queued)] else None):
             losses = fn(step, [None] * steps, read_back)
             require(losses)
             losses = list(losses)

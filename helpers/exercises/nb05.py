@@ -1,5 +1,6 @@
 """Checks for notebook 05's exercises (survive a disconnect)."""
 
+import json
 import tempfile
 from pathlib import Path
 
@@ -32,7 +33,7 @@ def resume(resume_fn) -> str | None:
             step.assign(number)
             weights.assign([number, number + 1, number + 2])
             manager.save(checkpoint_number=number)
-        if not list(Path(path).glob("*.index")):
+        if not list(Path(path).rglob("*.index")):  # in `directory`, or a sub-folder of it
             return ("Its manager saved nowhere in the folder it was given: make the "
                     "`CheckpointManager` with `directory`.")
         step, weights = fresh()  # new objects, as after a disconnect
@@ -60,10 +61,11 @@ def same_settings(fn) -> str | None:
         result = fn(path, dict(first))
         require(result)
         saved = Path(path) / "run.json"
-        if result is not False or not saved.exists():
-            return ("In an empty folder it must write run.json and return False (a new run); "
-                    f"it returned {result!r}" + ("" if saved.exists() else ", writing nothing."))
-        written = saved.read_bytes()
+        if result is not False or _recorded(saved) != first:
+            return ("In an empty folder it must write the settings into run.json as JSON (which "
+                    "`json.load` reads back as the same dict) and return False, a new run; it "
+                    f"returned {result!r}, writing "
+                    + (f"{saved.read_bytes()[:60]!r}." if saved.exists() else "nothing."))
         if fn(path, dict(reversed(first.items()))) is not True:
             return ("Called again with the same settings (listed in another order), it must "
                     "return True (resume).")
@@ -80,6 +82,14 @@ def same_settings(fn) -> str | None:
                 return (f"With {key!r} changed (it was {first.get(key)!r}, now "
                         f"{settings.get(key)!r}) it went on: a checkpoint would be restored "
                         "under other settings. Raise an error naming what changed.")
-            if saved.read_bytes() != written:
-                return "It rewrote run.json with the new settings: leave the run's file as it was."
+            if (now := _recorded(saved)) != first:  # rewritten alike (same settings): as it was
+                did = "wrote the new settings in it" if now == settings else "changed or removed it"
+                return f"With {key!r} changed, it {did}: leave run.json as it was."
     return None
+
+
+def _recorded(path: Path):  # what `json.load` reads from `path`; None if missing or not JSON
+    try:
+        return json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return None

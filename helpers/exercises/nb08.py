@@ -2,8 +2,10 @@
 
 import copy
 import os
+import re
 import tempfile
 from pathlib import Path
+from unittest import mock
 
 from helpers.exercises import exercise, require
 
@@ -30,12 +32,16 @@ def _tasks(cluster: dict):  # (TF_CONFIG, name, is the chief) per task ({}: one 
           right="Only the chief's checkpoints land in the shared folder, whichever way the "
                 "cluster names its chief, and no two workers write over each other's scratch.")
 def checkpoint_dir(fn) -> str | None:
-    with tempfile.TemporaryDirectory() as folder:
+    before = dict(os.environ)  # put back on leaving, whatever the answer did or raised
+    with mock.patch.dict(os.environ), tempfile.TemporaryDirectory() as folder:
         shared, scratch = Path(folder, "shared"), Path(folder, "scratch")
         for name, cluster in CLUSTERS.items():
             owners = {}
             for config, task, chief in _tasks(cluster):
                 require(got := fn(copy.deepcopy(config), str(shared), str(scratch)))
+                if changed := sorted({key for key, _ in before.items() ^ os.environ.items()}):
+                    return (f"It left {', '.join(changed)} changed in `os.environ` (the check "
+                            "put it back): the programs this kernel starts inherit it.")
                 if not isinstance(got, str | os.PathLike):
                     return f"For {task} it returned a {type(got).__name__}, not a folder's path."
                 got = Path(got).resolve()
@@ -67,34 +73,38 @@ def checkpoint_dir(fn) -> str | None:
                 "your own model.")
 def profile_gan(fn, advice) -> str | None:
     """``advice``: notebook 08's own reading of a trace, which the check cell passes."""
-    _stop_profiler()  # one that an earlier, failed try left running would fail this one
-    with tempfile.TemporaryDirectory() as folder:
-        try:
-            got = fn(folder, 3, 16)
-        finally:
-            left_running = _stop_profiler()
-        if left_running:
-            return ("The profiler was still running after your function returned: stop it in a "
-                    "`finally` (`tf.profiler.experimental.stop()`), or the next capture fails.")
-        require(got)
-        if not isinstance(got, tuple) or len(got) != 2:
-            return (f"It returned a {type(got).__name__}: return a pair, the trace's summary and "
-                    "the first fix.")
-        if not hasattr(summary := got[0], "step_ms") or not hasattr(summary, "by_type"):
-            return (f"The first value is a {type(summary).__name__}, not the summary that "
-                    "`read_trace` returns.")
-        if len(summary.step_ms) != 3:
-            return (f"The trace has {len(summary.step_ms)} marked steps, not the 3 asked for "
-                    "(`steps`).")
-        if Path(folder).resolve() not in Path(summary.path).resolve().parents:
-            return f"The trace {summary.path} was not written under `logdir`."
-        names = " ".join(op.name for op in summary.ops).lower()
-        if "generator" not in names or "discriminator" not in names:
-            return ("The trace holds no op of a generator and a discriminator: it is not "
-                    "notebook 04's DCGAN step (build it with `build_gan` and `make_train_step`).")
-        if got[1] != (want := advice(summary)[0]):
-            return (f"For this trace the first fix is {want[:70]!r}..., not {str(got[1])[:70]!r}: "
-                    "return `advice(summary)[0]`.")
+    for steps, batch in ((3, 16), (2, 24)):  # the sizes the task names, then others
+        _stop_profiler()  # one that an earlier, failed try left running would fail this one
+        with tempfile.TemporaryDirectory() as folder:
+            try:
+                got = fn(folder, steps, batch)
+            finally:
+                left_running = _stop_profiler()
+            if left_running:
+                return ("The profiler was still running after your function returned: stop it in a "
+                        "`finally` (`tf.profiler.experimental.stop()`), or the next capture fails.")
+            require(got)
+            if not isinstance(got, tuple) or len(got) != 2:
+                return (f"It returned a {type(got).__name__}: return a pair, the trace's summary "
+                        "and the first fix.")
+            if not hasattr(summary := got[0], "step_ms") or not hasattr(summary, "by_type"):
+                return (f"The first value is a {type(summary).__name__}, not the summary that "
+                        "`read_trace` returns.")
+            if len(summary.step_ms) != steps:
+                return (f"The trace has {len(summary.step_ms)} marked steps, not the {steps} "
+                        "asked for (`steps`).")
+            if Path(folder).resolve() not in Path(summary.path).resolve().parents:
+                return f"The trace {summary.path} was not written under `logdir`."
+            names = " ".join(op.name for op in summary.ops).lower()
+            if "generator" not in names or "discriminator" not in names:
+                return ("The trace holds no op of a generator and a discriminator: it is not "
+                        "notebook 04's DCGAN step (build it with `build_gan`, `make_train_step`).")
+            shapes = re.findall(rb"\[(\d+),(7|14|28),\2,\d+\]", Path(summary.path).read_bytes())
+            if (seen := {int(n) for n, _ in shapes}) and batch not in seen:  # images' buffers
+                return f"The steps traced ran on batches of {min(seen)}, not `batch_size`, {batch}."
+            if got[1] != (want := advice(summary)[0]):
+                return (f"For this trace the first fix is {want[:70]!r}..., not "
+                        f"{str(got[1])[:70]!r}: return `advice(summary)[0]`.")
     return None
 
 
