@@ -5,10 +5,11 @@ import sys
 
 import numpy as np
 
-from helpers.data_parallel import batch_rule, largest_difference
+from helpers.data_parallel import batch_rule
 from helpers.display import Table
 from helpers.errors import EngineError, engine_too_late, show_as_one_line
 from helpers.params import all_of, boolean, check, enough_images, integer, validate
+from helpers.yardstick import distance, flat, line
 
 
 def require_jax_backend() -> None:
@@ -22,46 +23,45 @@ def require_jax_backend() -> None:
             f"Keras runs on {backend or 'its default backend'} in this kernel, not on JAX"))
 
 
-def describe(devices) -> str:
-    """``"8 TPU v5 lite chip(s)"`` or ``"8 simulated CPU device(s) (no TPU here)"``."""
-    kinds = sorted({getattr(d, "device_kind", d.platform) for d in devices})
-    platform = devices[0].platform if devices else "cpu"
-    if platform == "cpu":
-        return f"{len(devices)} simulated CPU device(s) (no TPU here)"
-    return f"{len(devices)} {', '.join(kinds)} device(s) ({platform.upper()})"
+def describe(platform: str, count: int, kind: str = "") -> str:
+    """``"8 TPU v5 lite chip(s)"`` or ``"8 simulated CPU device(s) (no TPU here)"`` (09 and 10)."""
+    if platform.lower() == "cpu":
+        return f"{count} simulated CPU device(s) (no TPU here)"
+    return f"{count} {kind or platform.upper()} chip(s)"
 
 
-def comparison_rows(models: dict, reference: str) -> list[list[str]]:
-    """Rows of the 1-versus-N table: per model, each run against ``reference``."""
-    return [[model, name, f"{d['loss']:.2e}", f"{d['weights']:.2e}", f"{d.get('update', 0):.2e}"]
-            for model, results in models.items()
-            for name, d in largest_difference(results, reference).items()]
+def against_float64(models: dict, exact: str, own: str) -> tuple[Table, list[str]]:
+    """Each run's loss and update against float64's ``exact``; the lines on all but ``own``."""
+    rows, lines = [], []
+    for model, runs in models.items():
+        moved = {name: flat(run["weights"]) - flat(run["start"]) for name, run in runs.items()}
+        away = {name: distance(moved[name], moved[exact]) for name in runs if name != exact}
+        for name, gap in away.items():
+            loss = np.max(np.abs(np.subtract(runs[name]["loss"], runs[exact]["loss"])))
+            rows.append([model, name, f"{loss:.2e}", f"{gap:.2e}"])
+            lines += [line(f"{model}, {name}", gap, away[own])] if name != own else []
+    headers = ["model", "run", "loss: diff from float64", "update: distance from float64"]
+    return Table(rows, headers), lines
 
 
-def lever_table(rates: dict, base: str) -> Table:
-    """Median images/s and IQR per configuration, against ``base`` (overlapping IQRs: no gain)."""
-    b, rows = np.percentile(rates[base], [25, 50, 75]), []
+def levers(rates: dict, base: str, again: str) -> tuple[Table, str]:
+    """images/s against ``base``; the rows grouped by the noise that ``again`` (the same) shows."""
+    (b1, b, b3), rows, ratios, spreads = np.percentile(rates[base], [25, 50, 75]), [], {}, {}
     for name, values in rates.items():
         q1, median, q3 = np.percentile(values, [25, 50, 75])
-        versus = "within the spread" if q1 <= b[2] and b[0] <= q3 else f"{median / b[1]:.2f}x"
+        ratios[name], spreads[name] = 1.0 if q1 <= b3 and b1 <= q3 else median / b, q3 / q1
+        versus = f"{ratios[name]:.2f}x" if ratios[name] != 1.0 else "within the spread"
         rows.append([name, f"{median:.0f} ({q1:.0f}-{q3:.0f})", "" if name == base else versus])
-    return Table(rows, ["fit", "images/s: median (IQR)", f"vs {base}"])
-
-
-def devices_sentence(rates: dict, count: int, backend: str) -> str:
-    """What "all devices" against one device means here, from the table's numbers."""
-    one = np.percentile(rates["one device, as configured"], [25, 50, 75])
-    every = np.percentile(rates["all devices, as configured"], [25, 50, 75])
-    ratio, overlap = every[1] / one[1], every[0] <= one[2] and one[0] <= every[2]
-    said = "within the spread of" if overlap else f"{ratio:.2f}x"
-    if backend != "cpu":
-        return (f"All {count} devices: {said} one device's images/s, on the same global batch "
-                f"(each device computing 1/{count} of it).")
-    return (f"All {count} simulated devices: {said} one device's images/s. They share this "
-            f"host's {os.cpu_count()} cores, so any difference is not added hardware: XLA's CPU "
-            f"backend runs {count} smaller programs side by side, and they use the cores "
-            "differently than one program on the whole batch (TensorFlow's one CPU device already "
-            "uses every core). On a TPU each device is a chip of its own.")
+    noise = max(ratios[again], 1 / ratios[again], spreads[base], spreads[again])
+    groups = {"faster": [f"{n} ({r:.2f}x)" for n, r in ratios.items() if r > noise],
+              "slower": [f"{n} ({r:.2f}x)" for n, r in ratios.items() if r < 1 / noise],
+              "within it": [n for n, r in ratios.items() if 1 / noise <= r <= noise
+                            and n not in (base, again)]}
+    said = "; ".join(f"{group}: {', '.join(names)}" for group, names in groups.items() if names)
+    again_was = "a rate within its spread" if ratios[again] == 1.0 else f"{ratios[again]:.2f}x"
+    return Table(rows, ["fit", "images/s: median (IQR)", f"vs {base}"]), (
+        f"Measured again, the same configuration gave {again_was}; with the two rows' spreads, "
+        f"this run's noise spans {1 / noise:.2f}x to {noise:.2f}x. Against {base}, {said}.")
 
 
 def check_parameters(*, global_batch_size, rounds, timed_steps, steps_per_execution, max_images,

@@ -10,10 +10,10 @@ import numpy as np
 
 from helpers import devices
 from helpers.data_parallel import batch_rule
-from helpers.data_parallel import largest_difference as largest_difference  # the notebook's
 from helpers.errors import EngineError, RunUnreadable, show_as_one_line
 from helpers.params import all_of, boolean, enough_images, folder, integer, validate
-from helpers.workdirs import same_settings as same_settings  # notebook 10 checks its run with it
+from helpers.tpu_keras_jax import against_float64 as against_float64  # 09's: 10 calls them here
+from helpers.tpu_keras_jax import describe as describe
 
 CHECKPOINT = re.compile(r"^step-(\d{7})\.pt$")
 
@@ -43,20 +43,8 @@ def require_torch_xla(oldest: str = "2.8", environ=None) -> None:
                       f"newer: {advice}.")
 
 
-def describe(device_type: str, count: int) -> str:
-    """``"8 TPU chip(s)"`` or ``"8 simulated CPU device(s) (no TPU here)"``."""
-    if device_type.upper() == "CPU":
-        return f"{count} simulated CPU device(s) (no TPU here)"
-    return f"{count} {device_type.upper()} chip(s)"
-
-
 def weights(*models) -> list[np.ndarray]:  # a float64 copy of every parameter, on the CPU
     return [np.array(p.detach().cpu().double()) for m in models for p in m.parameters()]
-
-
-def comparison_rows(differences: dict) -> list[list[str]]:  # from largest_difference
-    return [[name, f"{d['loss']:.2e}", f"{d['weights']:.2e}", f"{d.get('update', 0):.2e}"]
-            for name, d in differences.items()]
 
 
 def checkpoints(run: Path) -> list[Path]:

@@ -20,7 +20,7 @@ keras = pytest.importorskip("keras")
 import numpy as np  # noqa: E402
 from solved import solution_functions  # noqa: E402
 
-from helpers import exercises, tpu_keras_jax  # noqa: E402
+from helpers import exercises, tpu_keras_jax, yardstick  # noqa: E402
 from helpers.errors import EngineError  # noqa: E402
 
 SOLUTIONS = solution_functions("09_tpu_keras_jax", jax=jax, keras=keras, np=np)
@@ -32,9 +32,9 @@ def verdict(exercise, *answer, **named):
 
 def test_eight_host_devices_as_the_notebook_makes_them():
     assert len(jax.devices()) == 8 and jax.default_backend() == "cpu"
-    assert tpu_keras_jax.describe(jax.devices()) == "8 simulated CPU device(s) (no TPU here)"
-    chips = [SimpleNamespace(platform="tpu", device_kind="TPU v5 lite")] * 8
-    assert tpu_keras_jax.describe(chips) == "8 TPU v5 lite device(s) (TPU)"
+    assert tpu_keras_jax.describe(jax.default_backend(), 8) == (
+        "8 simulated CPU device(s) (no TPU here)")
+    assert tpu_keras_jax.describe("tpu", 8, "TPU v5 lite") == "8 TPU v5 lite chip(s)"
 
 
 def test_the_backend_check_passes_here_and_names_a_restart_elsewhere(monkeypatch):
@@ -45,12 +45,36 @@ def test_the_backend_check_passes_here_and_names_a_restart_elsewhere(monkeypatch
         tpu_keras_jax.require_jax_backend()
 
 
-def test_the_comparison_rows_show_each_model_against_the_reference():
-    same = {"loss": 1.0, "weights": [np.ones(3)], "start": [np.zeros(3)]}
-    off = {"loss": 1.5, "weights": [np.full(3, 2.0)], "start": [np.zeros(3)]}
-    rows = tpu_keras_jax.comparison_rows({"m": {"1": same, "8": off}}, "1")
-    assert rows == [["m", "8", "5.00e-01", "1.00e+00", "1.00e+00"]]
+def test_each_run_is_judged_against_float64_beside_the_runs_own_rounding():
+    exact = {"loss": 1.0, "weights": [np.full(3, 1.0)], "start": [np.zeros(3)]}
+    own = {"loss": 1.0, "weights": [np.full(3, 1.001)], "start": [np.zeros(3)]}
+    near = {"loss": 1.0, "weights": [np.full(3, 0.9985)], "start": [np.zeros(3)]}
+    far = {"loss": 1.5, "weights": [np.full(3, 2.0)], "start": [np.zeros(3)]}
+    table, lines = tpu_keras_jax.against_float64(
+        {"m": {"1": own, "8": near, "wrong": far, "64": exact}}, "64", "1")
+    assert [row[1:] for row in table.rows] == [["1", "0.00e+00", "1.00e-03"],
+                                               ["8", "0.00e+00", "1.50e-03"],
+                                               ["wrong", "5.00e-01", "1.00e+00"]]
+    assert lines == [yardstick.line("m, 8", 1.5e-3, 1e-3), yardstick.line("m, wrong", 1.0, 1e-3)]
+    assert lines[0].endswith("rounding, the same update.") and lines[1].endswith("another update.")
 
+
+def test_the_float64_reference_builds_every_layer_in_float64():
+    """09's reference step: notebook 04's networks keep two outputs in float32 under a mixed
+    policy; in_float64 computes those in float64 too (the logit's Dense keeps its float32
+    variables), without importing TensorFlow (Keras's serialization would, where installed)."""
+    from helpers.lessons import nb09
+
+    had_tensorflow = "tensorflow" in sys.modules
+    jax.config.update("jax_enable_x64", True)
+    try:
+        _, state, models = nb09.build_gan(jax.devices()[:1], 8, "float64")
+    finally:
+        jax.config.update("jax_enable_x64", False)
+    assert {layer.compute_dtype for m in models[:2] for layer in m.layers} == {"float64"}
+    kept = [v.dtype for v in state[0] + state[2] if v.dtype != "float64"]
+    assert kept == ["float32", "float32"], "only the logit's Dense kernel and bias"
+    assert had_tensorflow or "tensorflow" not in sys.modules
 
 
 def test_the_dcgan_step_runs_each_network_once_per_batch_and_compiles_once(monkeypatch):
@@ -91,7 +115,7 @@ def test_seed_keras_gives_set_random_seeds_weights_without_importing_tensorflow(
 
     def weights(seed):
         seed(0)
-        return [np.asarray(w) for w in tutorial_generator(tuned=False).get_weights()]
+        return [np.asarray(w) for w in tutorial_generator().get_weights()]
 
     ours = weights(seed_keras)
     assert had_tensorflow or "tensorflow" not in sys.modules, "seed_keras imported TensorFlow"
@@ -109,13 +133,20 @@ def test_steps_per_execution_at_most_an_epoch():
         tpu_keras_jax.check_parameters(steps_per_execution=5, **ok)
 
 
-def test_the_sentences_follow_the_numbers():
-    rates = {"one device, as configured": [100, 110, 120], "all devices, as configured": [99, 111]}
-    assert "within the spread of" in tpu_keras_jax.devices_sentence(rates, 8, "cpu")
-    rates["all devices, as configured"] = [300, 310, 320]
-    assert "All 8 devices: 2.82x" in tpu_keras_jax.devices_sentence(rates, 8, "tpu")
-    table = str(tpu_keras_jax.lever_table(rates, "one device, as configured"))
-    assert "2.82x" in table and "310 (305-315)" in table
+def test_the_lever_sentence_groups_the_rows_as_the_table_does():
+    base = "one device, as configured"
+    rates = {base: [100, 110, 120], "again": [99, 111], "float32": [300, 310, 320],
+             "quarter": [40, 50, 60]}
+    table = str(tpu_keras_jax.levers(rates, base, "again")[0])
+    assert "2.82x" in table and "310 (305-315)" in table and "0.45x" in table
+    assert "within the spread" in table  # the again row
+    _, said = tpu_keras_jax.levers(rates, base, "again")
+    assert said == ("Measured again, the same configuration gave a rate within its spread; with "
+                    "the two rows' spreads, this run's noise spans 0.91x to 1.10x. Against one "
+                    "device, as configured, faster: float32 (2.82x); slower: quarter (0.45x).")
+    rates["again"] = [40, 45, 50]  # noise wider than the quarter batch's difference
+    assert tpu_keras_jax.levers(rates, base, "again")[1].endswith(
+        "faster: float32 (2.82x); within it: quarter.")
 
 # Exercise 09.1: a pure training step. Each wrong answer is a typical mistake.
 def _step(loss_of, keep_stats=True, jit=True):

@@ -51,10 +51,10 @@ def test_other_settings_stop_the_resume_and_delete_nothing(tmp_path):
     path = tmp_path / "step-0000010.pt"
     path.write_bytes(b"kept")
     same = {"global_batch_size": 256, "use_bfloat16": True}
-    tpu_pytorch_xla.same_settings(same, dict(same), path)
+    workdirs.same_settings(same, dict(same), path)
     with pytest.raises(RunSettingsChanged, match="use_bfloat16 was True, now False.*nothing was "
                                                  "deleted"):
-        tpu_pytorch_xla.same_settings(same, {**same, "use_bfloat16": False}, path)
+        workdirs.same_settings(same, {**same, "use_bfloat16": False}, path)
     assert path.read_bytes() == b"kept"
 
 

@@ -51,7 +51,7 @@ def make_gan_step(generator, discriminator, g_opt, d_opt, mesh, global_batch):
     def step(state, images, i):  # values in, new values out: nothing is mutated
         g_train, g_state, d_train, d_state, g_opt_vars, d_opt_vars, key = state
         key, noise_key = jax.random.split(key)
-        noise = jax.random.normal(noise_key, (global_batch, 100))  # drawn on the devices
+        noise = jax.random.normal(noise_key, (global_batch, 100), "float32")  # on the devices
         first = i * global_batch % (images.shape[0] - global_batch + 1)
         real = jax.lax.dynamic_slice_in_dim(images, first, global_batch)  # sliced there too
         real, noise = (jax.lax.with_sharding_constraint(a, split) for a in (real, noise))
@@ -78,14 +78,22 @@ def variables_of(models):  # the step's state, in its order, as Keras variables
 
 
 # 09_tpu_keras_jax.ipynb, section 'The DCGAN step, JAX style'
+def in_float64(*models):  # every layer computes in float64, those built with dtype="float32" too
+    for model in models:  # (the logit's Dense keeps the float32 variables it was built with)
+        for layer in model.layers:
+            layer.dtype_policy = "float64"
+
+
 def build_gan(device_list, global_batch, policy="mixed_bfloat16", dropout=0.0,
               optimizer=lambda: keras.optimizers.Adam(2e-4, beta_1=0.5)):  # as in 04
     """Notebook 04's networks and optimizers on `device_list`; the step, its state, the models."""
     keras.mixed_precision.set_global_policy(policy)  # layers built now compute in it
     with keras.distribution.DataParallel(devices=device_list).scope():
         seed_keras(0)
-        generator = tutorial_generator(tuned=False)  # Keras layers: any backend
-        discriminator = tutorial_discriminator(dropout=dropout, tuned=False)
+        generator = tutorial_generator()  # Keras's own layers: any backend
+        discriminator = tutorial_discriminator(dropout=dropout)
+        if policy == "float64":  # the reference step (below): the float32 outputs in float64 too
+            in_float64(generator, discriminator)
         g_opt, d_opt = optimizer(), optimizer()  # one each
         g_opt.build(generator.trainable_variables)
         d_opt.build(discriminator.trainable_variables)
