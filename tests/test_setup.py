@@ -13,9 +13,9 @@ import os
 import re
 import sys
 import textwrap
+import tomllib
 
 import pytest
-import tomllib
 
 import helpers
 from helpers import errors, logs

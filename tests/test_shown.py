@@ -1,7 +1,8 @@
 """tools.shown: a notebook's code cells must show its lesson's calls, for real."""
 
-import pytest
 import tomllib
+
+import pytest
 
 from tools import shown
 

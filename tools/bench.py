@@ -8,7 +8,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from helpers import data, data_parallel, dcgan, devices, models, scale_out_profile
@@ -314,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.only or BENCHMARKS:
         print(f"benchmark {name} ...", flush=True)
         records += BENCHMARKS[name](**(LIGHT.get(name, {}) if args.light else {}))
-    meta = {"when": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+    meta = {"when": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
             "machine": f"{platform.machine()} {platform.node()}", "tensorflow": tf.__version__}
     json_path, md_path = write(records, args.out, meta)
     print(f"{md_path.read_text()}\nwrote {json_path} and {md_path}")

@@ -17,7 +17,7 @@ import time
 import xml.etree.ElementTree as ET
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from tools import course
@@ -367,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
     gpus = detect_gpus()
     mode, device = ("gpu", "; ".join(gpus)) if gpus else ("cpu", NO_GPU)
     print(f"GPU check: {device}" + ("" if gpus else "; running the CPU-safe parts"), flush=True)
-    check = Check(datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), mode, device)
+    check = Check(datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), mode, device)
     jobs = args.jobs or max(1, min(4, (os.cpu_count() or 2) // 4))
     full = args.full or mode == "gpu"
     run = Runner(args.out.resolve(), args.budget_s, args.dry_run)

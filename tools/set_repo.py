@@ -6,7 +6,6 @@ cleans the notebooks). ``REF`` (default: ``v<version>``) is a release tag or a c
 
 import re
 import sys
-
 import tomllib
 
 from tools.course import ROOT, release_problem

@@ -8,7 +8,6 @@ import io
 import re
 import sys
 import tokenize
-
 import tomllib
 
 from tools.course import NOTEBOOKS, notebook_json, notebook_paths
