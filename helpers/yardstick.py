@@ -35,5 +35,5 @@ def allowed(own: float) -> float:
 def line(name: str, away: float, own: float) -> str:
     """The verdict, worded alike in every notebook (tests read it back)."""
     verdict = "rounding, the same update" if away <= allowed(own) else "another update"
-    return (f"{name}: {away:.1e} from float64; this run's own rounding {own:.1e}, so up to "
-            f"{allowed(own):.1e} is rounding: {verdict}.")
+    return (f"{name}: {away:.2e} from float64; this run's own rounding {own:.2e}, so up to "
+            f"{allowed(own):.2e} is rounding: {verdict}.")
