@@ -5,6 +5,7 @@ wrong answers, on PyTorch/XLA's CPU backend split into 8 devices, in SPMD mode.
 CPU_NUM_DEVICES=8, as notebook 10's first cell sets them; elsewhere it is skipped.
 """
 
+import copy
 import json
 import os
 import shutil
@@ -423,6 +424,67 @@ def _concatenated_on_the_device(model, images, batch_size):  # cat of k batches:
     return torch.cat(outs)[:len(images)]
 
 
+def _no_grad_decorated(model, images, batch_size):  # right: @torch.no_grad() on a helper
+    @torch.no_grad()
+    def score(batch):
+        return model(batch.to(DEVICE)).cpu()
+    padded = torch.cat([images, images.new_zeros(-len(images) % batch_size, *images.shape[1:])])
+    return torch.cat([score(b) for b in padded.split(batch_size)])[:len(images)]
+
+
+def _grad_switched_back(model, images, batch_size):  # right: grad mode off, then back on
+    torch.set_grad_enabled(False)
+    try:
+        return SOLUTIONS["score_all"](model, images, batch_size)
+    finally:
+        torch.set_grad_enabled(True)
+
+
+def _left_on_the_cpu(model, images, batch_size):  # the model moved to the CPU and left there
+    model.cpu()
+    return torch.cat([model(b) for b in images.split(batch_size)])
+
+
+def _scored_on_the_cpu(model, images, batch_size):  # moved back, but XLA never used
+    model.cpu()
+    logits = model(images)
+    model.to(DEVICE)
+    return logits
+
+
+def _a_cpu_copy(model, images, batch_size):  # a copy of the model scores on the CPU
+    return copy.deepcopy(model).cpu()(images)
+
+
+def _grad_left_off(model, images, batch_size):  # gradients off for the whole process
+    torch.set_grad_enabled(False)
+    return SOLUTIONS["score_all"](model, images, batch_size)
+
+
+def _grad_left_off_then_raises(model, images, batch_size):
+    torch.set_grad_enabled(False)
+    model.cpu()
+    raise RuntimeError("a mistake after switching gradients off")
+
+
+def _sixteen_written_in(model, images, batch_size):  # the check's one batch size, hard-coded
+    return SOLUTIONS["score_all"](model, images, 16)
+
+
+def _padded_to_sixteen(model, images, batch_size):  # cut by batch_size, padded to 16
+    out = []
+    for part in images.split(batch_size):
+        padded = torch.cat([part, part.new_zeros(16 - len(part), *part.shape[1:])])
+        out.append(model(padded.to(DEVICE)).cpu()[:len(part)])
+    return torch.cat(out)
+
+
+def _set_padded_for_sixteen(model, images, batch_size):  # the whole set padded to 16s
+    padded = torch.cat([images, images.new_zeros(-len(images) % 16, *images.shape[1:])])
+    out = [model(b.to(DEVICE)).cpu() for b in padded.split(batch_size)]
+    return torch.cat(out)[:len(images)]
+
+
 def test_10_1_untouched_says_not_yet_without_a_hint():
     def score_all(model, images, batch_size):
         """The logit of every image of `images`, each batch of one shape on the XLA device."""
@@ -432,25 +494,44 @@ def test_10_1_untouched_says_not_yet_without_a_hint():
 
 
 @pytest.mark.parametrize("answer", [SOLUTIONS["score_all"], _padded_with_f_pad, _pad_all_first,
-                                    _repeat_last_image],
-                         ids=["the solution", "F.pad", "padded once", "repeats the last image"])
+                                    _repeat_last_image, _no_grad_decorated, _grad_switched_back],
+                         ids=["the solution", "F.pad", "padded once", "repeats the last image",
+                              "no_grad decorator", "grad mode switched back"])
 def test_10_1_accepts_right_answers(answer):
     result = exercises.check("10.1", answer, device=DEVICE)
     assert result.passed, result.message
 
 
 @pytest.mark.parametrize("answer, said", [
-    (_short_last_batch, "after the first call, nothing may compile"),
+    (_short_last_batch, "(images, device) [(5, 'xla'), (16, 'xla')]"),
     (_drop_last, "For 53 images it returned 48 logits"),
-    (_slices_on_the_device, "after the first call, nothing may compile"),
+    (_slices_on_the_device, "41 images in batches of 16 compiled"),
     (_padding_kept, "For 53 images it returned 64 logits"),
-    (_concatenated_on_the_device, "after the first call, nothing may compile"),
-    (lambda model, images, batch_size: model(images.to(DEVICE)).cpu(), "nothing may compile"),
+    (_concatenated_on_the_device, "after the first call of a batch size, nothing may"),
+    (lambda model, images, batch_size: model(images.to(DEVICE)).cpu(), "[(53, 'xla')]"),
+    (_left_on_the_cpu, "It left the model on cpu and gradients on"),
+    (_scored_on_the_cpu, "(images, device) [(53, 'cpu')] and XLA ran 0 program(s)"),
+    (_a_cpu_copy, "(images, device) [(53, 'cpu')] and XLA ran 0 program(s)"),
+    (_grad_left_off, "It left the model on xla and gradients off"),
+    (_grad_left_off_then_raises, "Your code raised RuntimeError"),
+    (_sixteen_written_in, "With batch_size=12, the model got (images, device) [(16, 'xla')]"),
+    (_padded_to_sixteen, "With batch_size=12, the model got (images, device) [(16, 'xla')]"),
+    (_set_padded_for_sixteen, "With batch_size=12, the model got (images, device) [(8, "),
 ], ids=["a short last batch", "drop_last", "slices of a device tensor", "padding kept",
-        "concatenated on the device", "all at once"])
+        "concatenated on the device", "all at once", "left on the CPU", "scored on the CPU",
+        "a CPU copy", "grad left off", "grad left off, then raises", "16 written in",
+        "padded to 16", "the set padded for 16"])
 def test_10_1_names_the_mistake(answer, said):
     result = exercises.check("10.1", answer, device=DEVICE)
     assert not result.passed and said in result.message, result.message
+    assert torch.is_grad_enabled()  # put back whatever the answer did
+
+
+def test_10_1_after_answers_that_change_the_process_the_solution_passes():
+    for answer in (_grad_left_off_then_raises, _left_on_the_cpu, _grad_left_off):
+        exercises.check("10.1", answer, device=DEVICE)
+    assert exercises.check("10.1", SOLUTIONS["score_all"], device=DEVICE).passed
+    assert torch.is_grad_enabled()
 
 
 # Exercise 10.2: a two-input batch, each tensor split on its own first axis

@@ -30,8 +30,8 @@ def classifier_step(fn) -> str | None:
     if keras.backend.backend() != "jax":
         return "This check needs Keras on JAX (run the notebook from its first cell)."
     rng = np.random.default_rng(8)
-    x = rng.standard_normal((32, 6)).astype("float32")
-    y = rng.integers(0, 3, 32).astype("int32")
+    x = rng.standard_normal((24, 6)).astype("float32")  # not 32, the batch size most often typed
+    y = rng.integers(0, 3, 24).astype("int32")
     theirs, ours = _small_classifier(keras), _small_classifier(keras)
     optimizer = keras.optimizers.Adam(0.01)
     optimizer.build(theirs.trainable_variables)
@@ -78,19 +78,21 @@ def split_batch(fn, devices=None) -> str | None:
     import jax
 
     devices = list(devices or jax.devices())
-    for device_list in [devices, devices[:2], devices[:1]] if len(devices) > 2 else [devices]:
-        n = len(device_list)
-        array = np.arange(8 * n * 3, dtype="float32").reshape(8 * n, 3)
+    lists = [devices, devices[:2], devices[:1]] if len(devices) > 2 else [devices]
+    for device_list, rows, rest, dtype in zip(lists, (8, 4, 3), ((3,), (2, 5), ()),
+                                              ("float32", "int32", "float32"), strict=False):
+        n = len(device_list)  # values bfloat16 cannot hold, other ranks and dtypes
+        array = (np.arange(rows * n * int(np.prod(rest))).reshape(-1, *rest) * 1.1).astype(dtype)
         result = fn(array, device_list)
         require(result)
         if not isinstance(result, jax.Array):
             return f"It returned a {type(result).__name__}, not a JAX array on the devices."
-        if not np.array_equal(np.asarray(result), array):
-            return "Its values are not the array's: place it, do not change it."
+        if result.dtype != array.dtype or not np.array_equal(np.asarray(result), array):
+            return (f"Its values or dtype ({result.dtype}; the array's: {dtype}) are not the "
+                    "array's: place it, do not change or cast it.")
         if (where := {s.device for s in result.addressable_shards}) != set(device_list):
-            return (f"With {n} device(s), it lives on {len(where)} of them: put it on exactly "
-                    "the devices given.")
-        if (rows := [len(np.asarray(s.data)) for s in result.addressable_shards]) != [8] * n:
-            return (f"With {n} devices, they hold {sorted(set(rows))} rows each, not 8 of the "
-                    f"{8 * n}: split the first axis, do not copy the whole array to each.")
+            return f"Given {n} device(s), it lives on {len(where)} device(s): put it on those."
+        if (held := [len(np.asarray(s.data)) for s in result.addressable_shards]) != [rows] * n:
+            return (f"With {n} devices, they hold {sorted(set(held))} rows each, not {rows} of the "
+                    f"{rows * n}: split the first axis, do not copy the whole array to each.")
     return None

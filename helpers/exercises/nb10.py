@@ -21,29 +21,39 @@ def score_all(fn, device=None) -> str | None:
     import torch_xla.debug.metrics as met
     from torch import nn
 
+    def xla_counts():  # programs compiled, then programs run (in SPMD mode), so far
+        return [(met.metric_data(k) or [0])[0] for k in ("CompileTime", "ExecuteReplicatedTime")]
+
     width = 8 + next(_CHECKS)  # a new hidden width: new programs for every check
     torch.manual_seed(width)
     model = nn.Sequential(nn.Flatten(), nn.Linear(16, width), nn.Tanh(), nn.Linear(width, 1))
-    on_cpu, new = copy.deepcopy(model), []
-    model.to(device)
-    for count in (53, 41, 32):  # batches of 16: a short last one of 5, then 9, then none
-        images, before = torch.randn(count, 1, 4, 4), (met.metric_data("CompileTime") or [0])[0]
-        logits = fn(model, images.clone(), 16)
+    on_cpu, seen, grad = copy.deepcopy(model), [], torch.is_grad_enabled()
+    model[0].register_forward_pre_hook(lambda _, x: seen.append((len(x[0]), x[0].device.type)))
+    for count, size in ((53, 16), (41, 16), (32, 16), (29, 12), (36, 12)):
+        images, before, seen[:] = torch.randn(count, 1, 4, 4), xla_counts(), []  # short: 5, 9, 0
+        try:
+            logits = fn(model.to(device), images.clone(), size)
+            left = torch.is_grad_enabled(), next(model.parameters()).device.type
+        finally:  # grad mode as the answer found it, whatever it did
+            torch.set_grad_enabled(grad)
         require(logits)
         if not isinstance(logits, torch.Tensor):
             return f"It returned a {type(logits).__name__}, not a tensor of logits."
         logits = logits.detach().cpu().reshape(-1)  # counted: a concatenation on the device
-        new.append((met.metric_data("CompileTime") or [0])[0] - before)  # compiles here
+        new, ran = (now - then for now, then in zip(xla_counts(), before, strict=True))
         if len(logits) != count:
-            return (f"For {count} images it returned {len(logits)} logits: score every image "
-                    "(none dropped), and none of the padding.")
+            return f"For {count} images it returned {len(logits)} logits: one per image, in order."
         if not torch.allclose(logits, on_cpu(images).detach().reshape(-1), atol=1e-2):  # TPU: bf16
             return "Its logits are not the model's for those images, in their order."
-    if new[1] or new[2]:
-        return (f"53, 41 and 32 images compiled {new[0]}, {new[1]} and {new[2]} new program(s): "
-                "after the first call, nothing may compile. A short batch, a slice of a device "
-                "tensor at a new offset, or a concatenation of another number of batches on the "
-                "device is a new program.")
+        if left != (grad, "xla"):
+            return (f"It left the model on {left[1]} and gradients {'on' if left[0] else 'off'}: "
+                    "leave both as they were (`with torch.no_grad():` ends with its block).")
+        if set(seen) != {(size, "xla")} or not ran:
+            return (f"With batch_size={size}, the model got (images, device) {sorted(set(seen))} "
+                    f"and XLA ran {ran} program(s): give it batch_size images, on the device.")
+        if new and count not in (53, 29):  # the first call with each batch size may compile
+            return (f"{count} images in batches of {size} compiled {new} new program(s): after the "
+                    "first call of a batch size, nothing may: pad, then slice and join on the CPU.")
     return None
 
 
