@@ -241,6 +241,13 @@ def _stale_optimizer(model, optimizer):
 
 
 WRONG_09_1["the optimizer's state not carried"] = (_stale_optimizer, "optimizer variables")
+WRONG_09_1["divided by 32, a batch size written in"] = (_step(lambda y, z: keras.ops.sum(
+    keras.losses.sparse_categorical_crossentropy(y, z, from_logits=True)) / 32), "Your loss is")
+WRONG_09_1["weights of 1/32 written in"] = (_step(lambda y, z: keras.ops.sum(
+    keras.losses.sparse_categorical_crossentropy(y, z, from_logits=True)
+    * keras.ops.full((32,), 1 / 32))), "Your code raised")
+WRONG_09_1["labels reshaped to 32"] = (_step(lambda y, z: _mean_ce(keras.ops.reshape(y, (32,)), z)),
+                                       "Your code raised")
 
 
 def test_09_1_under_the_notebooks_global_distribution():
@@ -286,14 +293,67 @@ def test_09_2_accepts_right_answers(answer):
     assert verdict("09.2", answer, devices=jax.devices()).passed
 
 
+def _rank_written_in(array, device_list):  # a spec for two axes: fails on other ranks
+    mesh = jax.sharding.Mesh(np.array(device_list), ("batch",))
+    return jax.device_put(array, jax.sharding.NamedSharding(
+        mesh, jax.sharding.PartitionSpec("batch", None)))
+
+
+def _every_device(array, device_list):  # jax.devices(), not the devices given
+    return SOLUTIONS["split_batch"](array, jax.devices())
+
+
+def _eight_rows_each(array, device_list):  # the pieces cut 8 rows at a time
+    sharding = jax.sharding.NamedSharding(jax.sharding.Mesh(np.array(device_list), ("b",)),
+                                          jax.sharding.PartitionSpec("b"))
+    return jax.make_array_from_single_device_arrays(array.shape, sharding, [
+        jax.device_put(array[8 * i:8 * i + 8], d) for i, d in enumerate(device_list)])
+
+
 @pytest.mark.parametrize("answer, said", [
-    (lambda a, d: jax.device_put(a, d[0]), "lives on 1 of them"),
+    (lambda a, d: jax.device_put(a, d[0]), "Given 8 device(s), it lives on 1 device(s)"),
     (lambda a, d: jax.device_put(a, jax.sharding.NamedSharding(
         jax.sharding.Mesh(np.array(d), ("batch",)), jax.sharding.PartitionSpec())),
      "do not copy the whole array"),
     (lambda a, d: a, "not a JAX array"),
     (lambda a, d: jax.device_put(a * 2, d[0]), "not the array's"),
-], ids=["one device", "replicated", "a numpy array", "changed values"])
+    (lambda a, d: SOLUTIONS["split_batch"](a.astype(jax.numpy.bfloat16), d),
+     "(bfloat16; the array's: float32)"),
+    (lambda a, d: SOLUTIONS["split_batch"](a.astype("float16"), d),
+     "(float16; the array's: float32)"),
+    (lambda a, d: SOLUTIONS["split_batch"](np.asarray(a, "float32"), d),
+     "(float32; the array's: int32)"),
+    (_rank_written_in, "Your code raised ValueError"),
+    (_every_device, "Given 2 device(s), it lives on 8 device(s)"),
+    (_eight_rows_each, "Your code raised ValueError"),
+], ids=["one device", "replicated", "a numpy array", "changed values", "cast to bfloat16",
+        "cast to float16", "made float32", "two axes written in", "every device",
+        "eight rows each written in"])
 def test_09_2_names_the_mistake(answer, said):
     result = verdict("09.2", answer, devices=jax.devices())
     assert not result.passed and said in result.message, result.message
+
+
+def test_keras_on_jax_computes_batch_norm_in_float32_unless_09s_float64_lifts_it(monkeypatch):
+    """Why 09's float64() sets Keras's private BIT64_TO_BIT32_DTYPE: Keras on JAX promotes
+    float64 to float32, so BatchNormalization (which computes in result_type(inputs, float32))
+    sums a float64 batch in float32, and a reference with it shares the float32 run's sums."""
+    from keras.src.backend.common import dtypes
+
+    values = 1000 + np.random.default_rng(0).normal(size=(64, 4, 4, 3))  # float32 loses the spread
+    exact = (values - values.mean((0, 1, 2))) / np.sqrt(values.var((0, 1, 2)) + 1e-3)
+    jax.config.update("jax_enable_x64", True)
+    try:
+        gaps = []
+        for lifted in (False, True):
+            if lifted:
+                monkeypatch.setitem(dtypes.BIT64_TO_BIT32_DTYPE, "float64", "float64")
+            promoted = keras.backend.result_type("float64", "float32")
+            layer = keras.layers.BatchNormalization(dtype="float64")
+            out = np.asarray(layer(jax.numpy.asarray(values), training=True), "float64")
+            gaps.append((promoted, float(np.max(np.abs(out - exact)))))
+    finally:
+        jax.config.update("jax_enable_x64", False)
+    (narrowed, in_float32), (kept, in_float64) = gaps
+    assert (narrowed, kept) == ("float32", "float64")
+    assert in_float32 > 1e-5 and in_float64 < 1e-9, gaps
