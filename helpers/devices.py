@@ -125,8 +125,8 @@ def verdict(gpus: list[GPU], tpu: TPUStatus, platform: str = "local", smi=None) 
     advice = {
         "colab": "In Colab: Runtime > Change runtime type > T4 GPU, then run all cells again.",
         "kaggle": "In Kaggle: Settings > Accelerator > GPU T4 x2, then run all cells again.",
-    }.get(platform, "No GPU here. Everything in this course still runs, only slower; open it in "
-          "Colab for a free GPU.")
+    }.get(platform, f"No GPU here. Notebooks {', '.join(r[3] for r in engines_here() if r[3])} "
+          "(their engines are installed) run on the CPU, only slower; Colab has a free GPU.")
     return f"CPU only: TensorFlow will run everything on the processor.\n{advice}"
 
 

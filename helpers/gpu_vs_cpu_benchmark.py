@@ -62,8 +62,11 @@ def peak_tflops(peak: Peak | None, dtype: str, tf32: bool = False) -> float | No
 def alternately(calls: dict, repeats: int, work: float | None = None) -> dict[str, Timing]:
     """Time ``calls`` {name: (fn, sync)} in turn, in rounds, by ``time_calls``' rules."""
     samples = {name: [] for name in calls}
-    for _ in range(repeats + 2):  # the first calls, a warm-up round, then the timed rounds
+    for r in range(repeats + 2):  # the first calls, a warm-up round, then the timed rounds
         for name, (fn, sync) in calls.items():
+            if r:  # an untimed call just before: every sample timed warm (threads awake)
+                fn()
+                sync()
             start = time.perf_counter()
             fn()
             sync()
@@ -138,17 +141,19 @@ def plot(records: list[dict], title: str = "Matmul throughput by size"):
     return fig
 
 
-def tf_vs_numpy(records: list[dict], cpu: str) -> dict | None:
-    """TF's float32 CPU matmul against NumPy's at the largest size with both (the last records)."""
+def tf_vs_numpy(records: list[dict], cpu: str) -> list[dict]:
+    """TF's float32 CPU matmul against NumPy's at each size with both (the last records count)."""
     pair = {(r["size"], r["name"]): r for r in records
             if r["dtype"] == "float32" and r["device"] in (cpu, f"{cpu} (NumPy BLAS)")}
-    if not (sizes := [n for n, name in pair if name == "matmul" and (n, "numpy matmul") in pair]):
-        return None
-    tf_r, np_r = (pair[max(sizes), name] for name in ("matmul", "numpy matmul"))
-    return {"size": max(sizes), "tf_gflops": tf_r["tflops"] * 1e3, "numpy_gflops": np_r["tflops"]
-            * 1e3, "ratio": tf_r["tflops"] / np_r["tflops"], "overlap": tf_r["gflops_iqr"][0] <=
-            np_r["gflops_iqr"][1] and np_r["gflops_iqr"][0] <= tf_r["gflops_iqr"][1],
-            "wide": max(hi / lo for lo, hi in (tf_r["gflops_iqr"], np_r["gflops_iqr"])) > 3}
+    found = []
+    for n in sorted(n for n, name in pair if name == "matmul" and (n, "numpy matmul") in pair):
+        tf_r, np_r = pair[n, "matmul"], pair[n, "numpy matmul"]
+        (lo, hi), (np_lo, np_hi) = tf_r["gflops_iqr"], np_r["gflops_iqr"]
+        found.append({"size": n, "tf_gflops": tf_r["tflops"] * 1e3, "ratio": tf_r["tflops"] /
+                      np_r["tflops"], "numpy_gflops": np_r["tflops"] * 1e3, "reading": (
+            "their IQRs overlap: no difference beyond the spread" if lo <= np_hi and np_lo <= hi
+            else "their IQRs do not overlap: a difference beyond the spread")})
+    return found
 
 
 def summary_lines(records: list[dict], cpu: str) -> list[str]:
@@ -158,14 +163,9 @@ def summary_lines(records: list[dict], cpu: str) -> list[str]:
     lines = [f"Best share of a published peak: {best['fraction_of_peak']:.0%} ({best['device']}, "
              f"{best['dtype']}, n={best['size']})." if best else
              "No published peak is known for the devices measured here."]
-    if not (cmp := tf_vs_numpy(records, cpu)):
-        return lines
-    return [f"CPU float32 at {cmp['size']}x{cmp['size']}, measured alternately: TensorFlow "
-            f"{cmp['tf_gflops']:,.1f} GFLOP/s, NumPy {cmp['numpy_gflops']:,.1f} GFLOP/s, ratio "
-            f"{cmp['ratio']:.2f}; " + ("a spread too wide to judge (a busy machine, or too few "
-            "repeats): run it again." if cmp["wide"] else "their IQRs overlap: no difference "
-            "beyond the spread." if cmp["overlap"] else "their IQRs do not overlap: a difference "
-            "beyond the spread.")] + lines
+    return [f"CPU float32 at {c['size']}x{c['size']}, measured alternately: TensorFlow "
+            f"{c['tf_gflops']:,.1f} GFLOP/s, NumPy {c['numpy_gflops']:,.1f} GFLOP/s, ratio "
+            f"{c['ratio']:.2f}; {c['reading']}." for c in tf_vs_numpy(records, cpu)[::-1]] + lines
 
 
 def ratio_lines(rates: dict, pairs: list[tuple[str, str]]) -> list[str]:

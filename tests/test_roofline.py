@@ -78,7 +78,8 @@ def test_alternately_takes_turns_and_lets_blas_threads_idle(monkeypatch):
     calls = {"tf": (lambda: log.append("tf"), lambda: log.append("sync")),
              "numpy": (lambda: log.append("numpy"), timing.no_sync)}
     timings = gpu_vs_cpu_benchmark.alternately(calls, repeats=3, work=10)
-    assert log == ["tf", "sync", "numpy"] * 5  # first calls, warm-up, 3 timed rounds
+    warm = ["tf", "sync", "tf", "sync", "numpy", "numpy"]  # an untimed call before each sample
+    assert log == ["tf", "sync", "numpy"] + warm * 4  # first calls, warm-up, 3 timed rounds
     assert sleeps == [0, gpu_vs_cpu_benchmark.BLAS_IDLE_S] * 5  # idle after each NumPy call
     assert all(len(t.samples_s) == 3 and t.work == 10 for t in timings.values())
 
@@ -130,18 +131,21 @@ def test_tf_vs_numpy_and_summary_lines():
         rec("CPU (NumPy BLAS)", 128, 0.2),
         rec("CPU", 256, 0.4),  # no NumPy at 256: not compared
     ]
-    cmp = gpu_vs_cpu_benchmark.tf_vs_numpy(records, "CPU")
-    assert cmp["size"] == 128 and cmp["ratio"] == pytest.approx(2.0) and not cmp["overlap"]
+    cmp = gpu_vs_cpu_benchmark.tf_vs_numpy(records, "CPU")[-1]
+    assert cmp["size"] == 128 and cmp["ratio"] == pytest.approx(2.0)
+    assert cmp["reading"] == "their IQRs do not overlap: a difference beyond the spread"
     lines = gpu_vs_cpu_benchmark.summary_lines(records, "CPU")
     assert lines[0] == (
         "CPU float32 at 128x128, measured alternately: TensorFlow 400.0 GFLOP/s, NumPy "
         "200.0 GFLOP/s, ratio 2.00; their IQRs do not overlap: a difference beyond the spread."
     )
-    assert lines[1].startswith("No published peak")
+    assert lines[1].startswith("CPU float32 at 64x64") and "ratio 1.00; their IQRs" in lines[1]
+    assert lines[2].startswith("No published peak")
     records.append({**rec("Tesla T4", 128, 6.5, 0.1), "dtype": "float16"})
-    assert "10% (Tesla T4, float16, n=128)" in gpu_vs_cpu_benchmark.summary_lines(records, "CPU")[1]
-    close = [rec("CPU", 64, 0.1, spread=0.05), rec("CPU (NumPy BLAS)", 64, 0.12, spread=0.05)]
-    assert gpu_vs_cpu_benchmark.tf_vs_numpy(close, "CPU")["overlap"]
-    assert gpu_vs_cpu_benchmark.tf_vs_numpy(close[:1], "CPU") is None
+    lines = gpu_vs_cpu_benchmark.summary_lines(records, "CPU")
+    assert "10% (Tesla T4, float16, n=128)" in lines[-1]
+    close = [rec("CPU", 64, 0.1, spread=0.04), rec("CPU (NumPy BLAS)", 64, 0.12, spread=0.04)]
+    assert "IQRs overlap" in gpu_vs_cpu_benchmark.tf_vs_numpy(close, "CPU")[0]["reading"]
+    assert gpu_vs_cpu_benchmark.tf_vs_numpy(close[:1], "CPU") == []
     assert gpu_vs_cpu_benchmark.summary_lines(close[:1], "CPU") == [
         "No published peak is known for the devices measured here."]
