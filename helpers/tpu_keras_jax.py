@@ -45,18 +45,22 @@ def against_float64(models: dict, exact: str, own: str) -> tuple[Table, list[str
 
 
 def levers(rates: dict, base: str, again: str) -> tuple[Table, str]:
-    """images/s against ``base``; the rows grouped by the noise that ``again`` (the same) shows."""
+    """images/s against ``base``; the rows grouped by the noise that ``again`` (the same) shows:
+    faster or slower only beyond it and with a spread clear of both rows'."""
     (b1, b, b3), rows, ratios, spreads = np.percentile(rates[base], [25, 50, 75]), [], {}, {}
+    a1, a3 = np.percentile(rates[again], [25, 75])
+    apart = {}  # a row's spread clear of both the base's and the repeat's
     for name, values in rates.items():
         q1, median, q3 = np.percentile(values, [25, 50, 75])
         ratios[name], spreads[name] = 1.0 if q1 <= b3 and b1 <= q3 else median / b, q3 / q1
+        apart[name] = q1 > max(b3, a3) or q3 < min(b1, a1)
         versus = f"{ratios[name]:.2f}x" if ratios[name] != 1.0 else "within the spread"
         rows.append([name, f"{median:.0f} ({q1:.0f}-{q3:.0f})", "" if name == base else versus])
     noise = max(ratios[again], 1 / ratios[again], spreads[base], spreads[again])
-    groups = {"faster": [f"{n} ({r:.2f}x)" for n, r in ratios.items() if r > noise],
-              "slower": [f"{n} ({r:.2f}x)" for n, r in ratios.items() if r < 1 / noise],
-              "within it": [n for n, r in ratios.items() if 1 / noise <= r <= noise
-                            and n not in (base, again)]}
+    clear = {n: r for n, r in ratios.items() if apart[n] and not 1 / noise <= r <= noise}
+    groups = {"faster": [f"{n} ({r:.2f}x)" for n, r in clear.items() if r > 1],
+              "slower": [f"{n} ({r:.2f}x)" for n, r in clear.items() if r < 1],
+              "within it": [n for n in ratios if n not in clear and n not in (base, again)]}
     said = "; ".join(f"{group}: {', '.join(names)}" for group, names in groups.items() if names)
     again_was = "a rate within its spread" if ratios[again] == 1.0 else f"{ratios[again]:.2f}x"
     return Table(rows, ["fit", "images/s: median (IQR)", f"vs {base}"]), (

@@ -147,6 +147,9 @@ def test_the_lever_sentence_groups_the_rows_as_the_table_does():
     rates["again"] = [40, 45, 50]  # noise wider than the quarter batch's difference
     assert tpu_keras_jax.levers(rates, base, "again")[1].endswith(
         "faster: float32 (2.82x); within it: quarter.")
+    # the reader's case: beyond the band against the base, but its spread meets the repeat's
+    rates = {base: [1158, 1370], "again": [1088, 1216], "bfloat16": [942, 1190]}
+    assert tpu_keras_jax.levers(rates, base, "again")[1].endswith("within it: bfloat16.")
 
 # Exercise 09.1: a pure training step. Each wrong answer is a typical mistake.
 def _step(loss_of, keep_stats=True, jit=True):
