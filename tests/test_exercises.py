@@ -13,6 +13,7 @@ import nbformat
 import numpy as np
 import pytest
 from solved import solution_functions
+from test_exercises_nb02 import imported_from_the_public_module as imported_inside
 
 from helpers import exercises
 from helpers.exercises import EXERCISE_MIME, Verdict, check
@@ -358,20 +359,6 @@ def test_solution_functions_defines_the_functions_and_leaves_the_notebooks_code_
 
 # -- a check never breaks the kernel it runs in (issue 50) ---------------------------------------
 
-def _imported_inside(fn, repeats):  # right: the import, run under the check, once broke 02.1
-    from tensorflow.test.experimental import sync_devices
-
-    fn()
-    sync_devices()
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        sync_devices()
-        samples.append(time.perf_counter() - start)
-    return float(np.median(samples))
-
-
 def _leaves_a_policy(kind):  # wrong: imports inside and leaves the global policy changed
     import keras
     from keras.mixed_precision import set_global_policy
@@ -450,7 +437,7 @@ def _kernel_answers(tf, capture):
                                    time=time),
               **solution_functions("03_tfdata_pipelines", tf=tf),
               **solution_functions("04_dcgan", tf=tf, keras=keras)}
-    return {"02.1": (lambda fn, r: fn() and 0.0, _imported_inside, solved["median_seconds"]),
+    return {"02.1": (lambda fn, r: fn() and 0.0, imported_inside, solved["median_seconds"]),
             "02.2": (_leaves_a_policy, _policy_imported_inside, solved["mixed_model"]),
             "02.3": (read_every_step, first_import, solved["mean_loss"]),
             "03.3": (_epoch_via_numpy, _epoch_host_indices, solved["device_epoch"]),
