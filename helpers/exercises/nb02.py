@@ -56,9 +56,12 @@ def median_seconds(timer) -> str | None:
     if seconds > trace_s / 4:
         return (f"It measured {seconds * 1e3:.0f} ms for calls of {work_s * 1e3:.0f} ms: the first "
                 f"call ({trace_s * 1e3:.0f} ms of tracing) is in the samples; warm up first.")
-    if isinstance(seconds := _seconds(timer, Device(work_s, costs={3: slow_s}), 5), str):
-        return seconds
-    if seconds > work_s + (slow_s - work_s) / 10:  # half-way to what the mean of 5 would be
+    for _ in range(2):  # a loaded machine can stretch every call once; a mean moves it each time
+        if isinstance(seconds := _seconds(timer, Device(work_s, costs={3: slow_s}), 5), str):
+            return seconds
+        if seconds <= work_s + (slow_s - work_s) / 10:  # half-way to what the mean of 5 would be
+            break
+    else:
         return (f"One slow call out of 5 moved the result to {seconds * 1e3:.0f} ms (the others "
                 f"take {work_s * 1e3:.0f} ms): time each call on its own and take the median, "
                 "not the mean or the total.")
