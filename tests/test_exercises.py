@@ -3,9 +3,11 @@ solved copies). Each notebook's own checks are tested in tests/test_exercises_nb
 runs every notebook with its exercises untouched (each check must say "not yet") and solved
 (each must say "right")."""
 
-import itertools
 import json
+import os
+import sys
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import conftest
@@ -13,10 +15,18 @@ import nbformat
 import numpy as np
 import pytest
 from solved import solution_functions
+from test_exercises_nb01 import trusting
 from test_exercises_nb02 import imported_from_the_public_module as imported_inside
+from test_exercises_nb03 import loader
+from test_exercises_nb05 import _resume, _settings
+from test_exercises_nb06 import GLOBAL_LOSS, INPUT_FN
+from test_exercises_nb07 import accumulating, doubling_only
+from test_exercises_nb08 import worker_zero_always
 
-from helpers import exercises
+from helpers import exercises, scale_out_profile
+from helpers.devices import mirrored
 from helpers.exercises import EXERCISE_MIME, Verdict, check
+from helpers.exercises.nb08 import _stop_profiler
 from tools import exercises as tool
 from tools.run_notebooks import verdicts_in
 
@@ -419,10 +429,38 @@ def _read_back_imported(step, batches, read_back=20):  # right
     return losses + [float(loss) for loss in pending]
 
 
-def _kernel_answers(tf, capture):
-    """Per exercise whose check patches something: a wrong answer, a right one written in a way
-    that once broke (or could break) the kernel, and the given solution."""
+def _soft_placement_left_off(device, fn):  # right: TensorFlow refuses; the setting left off
+    import tensorflow as tf
+
+    tf.config.set_soft_device_placement(False)
+    with tf.device(device):
+        return fn()
+
+
+def _environ_changed(tf_config, shared, scratch):  # wrong: TF_CONFIG left set in the kernel
+    os.environ["TF_CONFIG"] = json.dumps(tf_config)
+    return shared
+
+
+def _profiler_left_running(logdir, steps=5, batch_size=64):  # wrong: never stopped
+    import tensorflow as tf
+
+    tf.profiler.experimental.start(logdir)
+    return None, None
+
+
+def _kernel_answers(folder):
+    """Per exercise of notebooks 01 to 08: a wrong answer, one of the kind that once broke (or
+    could break) the kernel where there is one, and the given solution, each as
+    ``(answer's arguments, named arguments, right)``. 08.2's wrong answer is of that kind: its
+    solution, seconds of profiling, runs once."""
     import keras
+    import tensorflow as tf
+
+    from helpers.lessons.nb08 import advice, capture
+
+    (folder / "capture_50.py").write_text("from numpy import asarray as to_host\n")
+    sys.path.insert(0, str(folder))
 
     def read_every_step(step, steps):  # wrong: NumPy's `asarray` imported inside
         from numpy import asarray  # noqa: PLC0415
@@ -430,38 +468,122 @@ def _kernel_answers(tf, capture):
         return sum(float(asarray(step())) for _ in range(steps)) / steps
 
     def first_import(step, steps):  # right, and imports a module that keeps NumPy's `asarray`
-        __import__(capture)
+        __import__("capture_50")
         return float(tf.add_n([step() for _ in range(steps)])) / steps
 
-    solved = {**solution_functions("02_gpu_vs_cpu_benchmark", tf=tf, keras=keras, np=np,
-                                   time=time),
-              **solution_functions("03_tfdata_pipelines", tf=tf),
-              **solution_functions("04_dcgan", tf=tf, keras=keras)}
-    return {"02.1": (lambda fn, r: fn() and 0.0, imported_inside, solved["median_seconds"]),
-            "02.2": (_leaves_a_policy, _policy_imported_inside, solved["mixed_model"]),
-            "02.3": (read_every_step, first_import, solved["mean_loss"]),
-            "03.3": (_epoch_via_numpy, _epoch_host_indices, solved["device_epoch"]),
-            "04.2": (_read_each_step, _read_back_imported, solved["run_steps"])}
+    def source(table, name):  # one of notebook 06's answers, written as a cell
+        space = {"tf": tf}
+        exec(next(text for key, text, *_ in table if key == name), space)
+        return space[next(k for k in space if not k.startswith("_") and k != "tf")]
+
+    names = dict(tf=tf, keras=keras, np=np, time=time, json=json, Path=Path, os=os,
+                 capture=capture, advice=advice, scale_out_profile=scale_out_profile)
+    s = {k: v for stem in ("01_runtime_check", "02_gpu_vs_cpu_benchmark", "03_tfdata_pipelines",
+                           "04_dcgan", "05_survive_a_disconnect", "06_data_parallel",
+                           "07_out_of_memory", "08_scale_out_profile")
+         for k, v in solution_functions(stem, **names).items()}
+    strategy = mirrored([d.name for d in tf.config.list_logical_devices("CPU")])
+
+    def in_place():  # wrong: this process's environment changed
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
+        return dict(os.environ)
+
+    return {
+        "01.1": [((len(tf.config.list_physical_devices("GPU")) + 1,), {}, False),
+                 ((len(tf.config.list_physical_devices("GPU")),), {}, True)],
+        "01.2": [((lambda: dict(os.environ),), {}, False), ((in_place,), {}, False),
+                 ((s["hidden_gpu_env"],), {}, True)],
+        "01.3": [((trusting,), {}, False), ((_soft_placement_left_off,), {}, True),
+                 ((s["run_on"],), {}, True)],
+        "02.1": [((lambda fn, r: fn() and 0.0,), {}, False), ((imported_inside,), {}, True),
+                 ((s["median_seconds"],), {}, True)],
+        "02.2": [((_leaves_a_policy,), {}, False), ((_policy_imported_inside,), {}, True),
+                 ((s["mixed_model"],), {}, True)],
+        "02.3": [((read_every_step,), {}, False), ((first_import,), {}, True),
+                 ((s["mean_loss"],), {}, True)],
+        "03.1": [((s["slow_chain"],), {}, False), ((s["fast_chain"],), {}, True)],
+        "03.2": [((loader(tf, ignore="before map"),), {}, False), ((s["load_images"],), {}, True)],
+        "03.3": [((_epoch_via_numpy,), {}, False), ((_epoch_host_indices,), {}, True),
+                 ((s["device_epoch"],), {}, True)],
+        "04.1": [((lambda optimizer: optimizer, s["float16_step"]), {}, False),
+                 ((s["float16_optimizer"], s["float16_step"]), {}, True)],
+        "04.2": [((_read_each_step,), {}, False), ((_read_back_imported,), {}, True),
+                 ((s["run_steps"],), {}, True)],
+        "05.1": [((_resume(tf, restore=False),), {}, False), ((s["resume"],), {}, True)],
+        "05.2": [((_settings(),), {}, False), ((s["same_settings"],), {}, True)],
+        "06.1": [((source(GLOBAL_LOSS, "per-replica-means-summed"), strategy), {}, False),
+                 ((s["global_loss"], strategy), {}, True)],
+        "06.2": [((source(INPUT_FN, "global-batch"),), {}, False),
+                 ((s["array_input_fn"],), {}, True)],
+        "07.1": [((doubling_only,), {}, False), ((s["largest_batch"],), {}, True)],
+        "07.2": [((accumulating(mean=False),), {}, False), ((s["train_accumulated"],), {}, True)],
+        "08.1": [((worker_zero_always,), {}, False), ((_environ_changed,), {}, False),
+                 ((s["checkpoint_dir"],), {}, True)],
+        "08.2": [((_profiler_left_running,), {"advice": advice}, False),  # wrong, and breaks
+                 ((s["profile_gan"],), {"advice": advice}, True)]}
 
 
-def test_every_check_passes_its_solution_after_any_attempts_in_one_kernel(tf, tmp_path,
-                                                                          monkeypatch):
-    """A wrong answer, a right one written otherwise and the solution, in every order in one
-    process: each gets the same verdict every time, the solution "right"; and what the checks
-    patch is back afterwards, also in a module first imported during a check."""
+#: every order of three answers (0, 1, 2) as three checks in a row, in 9 checks, not 18 (the
+#: solution, last, is checked twice); of two, (0, 1, 0)
+ORDERS = (0, 1, 2, 0, 1, 0, 2, 1, 0)
+
+
+def _kernel_state():
+    """What the checks patch or could leave changed, as the process has it now."""
     import keras
+    import tensorflow as tf
+    from tensorflow.python.eager import context
+    from tensorflow.python.framework import ops
 
-    (tmp_path / "capture_50.py").write_text("from numpy import asarray as to_host\n")
-    monkeypatch.syspath_prepend(tmp_path)
-    real = (np.asarray, np.array, tf.test.experimental.sync_devices)
-    policy = keras.mixed_precision.global_policy().name
-    for exercise, answers in _kernel_answers(tf, "capture_50").items():
-        for order in itertools.permutations(range(3)):
-            got = {i: check(exercise, answers[i]).passed for i in order}
-            assert got == {0: False, 1: True, 2: True}, (exercise, order)
-        assert (np.asarray, np.array, tf.test.experimental.sync_devices) == real
-        assert keras.mixed_precision.global_policy().name == policy
-    assert __import__("capture_50").to_host is np.asarray, "the stand-in, put back"
+    return {"numpy": (np.asarray, np.array), "numpy copied": __import__("capture_50").to_host,
+            "sync_devices": tf.test.experimental.sync_devices, "async_wait": context.async_wait,
+            "_numpy": ops._EagerTensorBase._numpy, "environment": dict(os.environ),
+            "policy": keras.mixed_precision.global_policy().name,
+            "soft placement": tf.config.get_soft_device_placement(),
+            "profiler running": _stop_profiler()}
+
+
+def every_order(folder: str) -> dict:
+    """In this process (a kernel with its CPU split in 2): each exercise's answers in every
+    order; the verdicts, and what the checks left changed."""
+    answers = _kernel_answers(Path(folder))
+    before, verdicts = _kernel_state(), {}
+    for exercise, tries in answers.items():
+        verdicts[exercise] = []
+        for i in ORDERS if len(tries) == 3 else (0, 1, 0):
+            args, named, right = tries[i]
+            verdict = check(exercise, *args, **named)
+            verdicts[exercise].append([i, verdict.passed == right, verdict.message])
+    after = _kernel_state()
+    return {"verdicts": verdicts, "changed": sorted(k for k in before if before[k] != after[k])}
+
+
+EVERY_ORDER = """
+import json, sys
+sys.path[:0] = [{tests!r}, {root!r}]
+from helpers.devices import split_cpu
+split_cpu(2)
+import test_exercises
+print("RESULTS" + json.dumps(test_exercises.every_order({folder!r})))
+"""
+
+
+def test_every_check_passes_its_solution_after_any_attempts_in_one_kernel(fresh_process,
+                                                                          tmp_path):
+    """Issue 50: per exercise of notebooks 01 to 08, a wrong answer, one of the kind that once
+    broke the kernel (where there is one), and the solution, in every order in one process
+    (a new one, its CPU split as notebook 06 splits it): each gets its verdict every time, the
+    solution "right"; what the checks patch, and what the answers change, is back afterwards,
+    also in a module first imported during a check."""
+    tests = Path(__file__).parent
+    done = fresh_process(EVERY_ORDER.format(tests=str(tests), root=str(tests.parent),
+                                            folder=str(tmp_path)))
+    assert done.returncode == 0, done.output[-3000:]
+    results = json.loads(done.output.split("RESULTS", 1)[1].splitlines()[0])
+    assert set(results["verdicts"]) == {ex for ex in exercises.load_checks() if ex < "09"}
+    for exercise, verdicts in results["verdicts"].items():
+        assert all(ok for _, ok, _ in verdicts), (exercise, verdicts)
+    assert results["changed"] == []
 
 
 def test_a_kernel_changed_by_an_earlier_cell_is_said_and_put_back(tf, capsys, monkeypatch):

@@ -4,6 +4,7 @@ the check chooses, so nothing here compares two real timings."""
 
 import statistics
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -444,3 +445,104 @@ def test_timing_solution_passes_after_the_import_that_broke_the_kernel(tf):
         assert got.passed, got.message
     real = tf.test.experimental.sync_devices
     assert sys.modules["tensorflow.test.experimental"].sync_devices is real
+
+
+# 02.1, issue 50: judged against the check's own timer, run on the same stand-in just before and
+# after the answer's, so that a loaded machine (every wait ends late) fails no right answer
+
+@pytest.fixture
+def loaded(monkeypatch):
+    """A loaded machine: every sleep of the stand-in device's waits ends 30 ms late (the check
+    once judged against fixed times: "One slow call out of 5 moved the result" to a right one)."""
+    monkeypatch.setattr(exercises, "time", SimpleNamespace(
+        perf_counter=time.perf_counter, sleep=lambda seconds: time.sleep(seconds + 0.03)))
+
+
+def test_timing_right_answers_pass_on_a_loaded_machine(tf, loaded):
+    for answer in (lambda fn, r: synced(fn, r, tf), read_result):
+        got = verdict("02.1", answer)
+        assert got.passed, got.message
+
+
+@pytest.mark.parametrize(("answer", "says"), [
+    (no_warm_up, "call it once to warm up"),
+    (lambda fn, r: total_over_repeats(fn, r, tf_module()), "not the mean or the total"),
+    (lambda fn, r: best_sample(fn, r, tf_module()), "not the best one"),
+    (no_sync, "nothing waited for it"),
+], ids=["no warm-up", "the total", "the best sample", "no sync"])
+def test_timing_mistakes_are_caught_on_a_loaded_machine(tf, loaded, answer, says):
+    got = verdict("02.1", answer)
+    assert not got.passed and says in got.message, got.message
+
+
+# 02.1, 02.3, issue 50: NumPy's functions bound by the learner's cell before the check runs (its
+# top line, `from numpy import ...`). No check patches np.median or np.mean: 02.1 judges what the
+# stand-in device measured; 02.3's reads are seen on the tensor itself (`_numpy`), whichever
+# name NumPy was reached by.
+BOUND_FIRST = """
+from numpy import array as copy, asarray, mean, median
+import time
+
+
+def median_timer(fn, repeats):  # right
+    fn()
+    sync()
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        sync()
+        samples.append(time.perf_counter() - start)
+    return float(median(samples))
+
+
+def mean_timer(fn, repeats):  # wrong: the mean
+    fn()
+    sync()
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        float(asarray(fn()))
+        samples.append(time.perf_counter() - start)
+    return float(mean(samples))
+
+
+def median_no_warm_up(fn, repeats):  # wrong: the first call timed
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        asarray(fn())
+        samples.append(time.perf_counter() - start)
+    return float(median(samples))
+
+
+def mean_of_reads(step, steps):  # wrong: each loss read with asarray, every step
+    return float(mean([asarray(step()) for _ in range(steps)]))
+
+
+def median_of_reads(step, steps):  # wrong: read every step, and the median
+    return float(median([float(asarray(step())) for _ in range(steps)]))
+
+
+def array_every_step(step, steps):  # wrong: NumPy's `array`, bound as `copy`, every step
+    return sum(copy(step()).item() for _ in range(steps)) / steps
+
+
+def read_at_the_end(step, steps):  # right: read once, after the loop
+    losses = [step() for _ in range(steps)]
+    return float(mean(asarray(losses)))
+"""
+
+
+@pytest.mark.parametrize(("exercise", "name", "says"), [
+    ("02.1", "median_timer", None), ("02.1", "mean_timer", "not the mean or the total"),
+    ("02.1", "median_no_warm_up", "call it once to warm up"),
+    ("02.3", "mean_of_reads", "before the last step"),
+    ("02.3", "median_of_reads", "before the last step"),
+    ("02.3", "array_every_step", "before the last step"), ("02.3", "read_at_the_end", None)])
+def test_numpy_names_bound_before_the_check_change_no_verdict(tf, exercise, name, says):
+    cell = {"sync": tf.test.experimental.sync_devices}
+    exec(BOUND_FIRST, cell)
+    got = verdict(exercise, cell[name])
+    assert got.passed == (says is None) and (says or "") in got.message, got.message
+    assert cell["asarray"] is np.asarray and cell["median"] is np.median, "bound before: kept"

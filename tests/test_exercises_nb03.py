@@ -320,3 +320,89 @@ def indices_from_the_host(x, y, batch_size, tf):  # right: the size and indices 
 def test_device_epoch_reading_the_size_and_host_indices_is_right(tf):
     got = verdict("03.3", lambda x, y, b: indices_from_the_host(x, y, b, tf))
     assert got.passed, got.message
+
+
+# 03.1, issue 50: `.unbatch()` adds a plain map of TensorFlow's own before it, which the check
+# took for one of the answer's: "A map still runs one element at a time", with every map
+# parallel. An unbatched chain whose maps each see one example is the lesson's order (the
+# task's `decode` and `augment` each take one example); augmenting batches stays wrong.
+
+def unbatched(tf, shape, how):
+    A = tf.data.AUTOTUNE
+
+    def build(records, decode, augment, batch_size):
+        spec = (tf.TensorSpec(shape, tf.uint8), tf.TensorSpec((), tf.int64))
+        if how == "decoded in batches":  # map_fn decodes each record of a batch of records
+            ds = records.batch(8).map(lambda r: tf.map_fn(decode, r, fn_output_signature=spec),
+                                      num_parallel_calls=A).unbatch().cache().shuffle(100)
+            return ds.map(augment, num_parallel_calls=A).batch(batch_size).prefetch(A)
+        ds = records.map(decode, num_parallel_calls=A)
+        if how == "shuffled before the cache":
+            ds = ds.batch(batch_size).unbatch().shuffle(100).cache()
+        else:
+            ds = ds.cache().shuffle(100).batch(batch_size)
+        if how == "shuffled before the cache":
+            ds = ds.map(augment, num_parallel_calls=A)
+        elif how == "unbatched before augment":
+            ds = ds.unbatch().map(augment, num_parallel_calls=A)
+        elif how == "augment not parallel":
+            ds = ds.unbatch().map(augment)
+        elif how == "augmented batches, unbatched":
+            ds = ds.map(augment, num_parallel_calls=A).unbatch()
+        else:  # "rebatched at the end"
+            ds = ds.unbatch().map(augment, num_parallel_calls=A).batch(batch_size).unbatch()
+        return ds.batch(batch_size).prefetch(A)
+
+    return build
+
+
+@pytest.mark.parametrize(("how", "says"), [
+    ("decoded in batches", None), ("unbatched before augment", None),
+    ("rebatched at the end", None),
+    ("augmented batches, unbatched", "It augments whole batches"),
+    ("augment not parallel", "A map still runs one element at a time"),
+    ("shuffled before the cache", "It shuffles before the cache"),
+])
+def test_chain_with_unbatch_is_judged_by_its_own_maps(tf, how, says):
+    got = verdict("03.1", unbatched(tf, nb03._SHAPE, how))
+    assert got.passed == (says is None) and (says or "") in got.message, got.message
+
+
+# 03.3, issue 50: NumPy's functions bound atop the learner's cell, before the check ran
+
+BOUND_FIRST = """
+from numpy import array, asarray
+from numpy import asarray as to_host
+
+
+def as_arrays(x, y, batch_size):  # the data copied once, through NumPy, then sliced
+    xs, ys = asarray(x), asarray(y)
+    order = np.random.permutation(len(ys))
+    for start in range(0, len(order), batch_size):
+        index = order[start:start + batch_size]
+        yield tf.constant(xs[index]), tf.constant(ys[index])
+
+
+def copied_with_array(x, y, batch_size):  # each batch gathered, then copied through NumPy
+    order = tf.random.shuffle(tf.range(tf.shape(x)[0]))
+    for start in range(0, int(x.shape[0]), batch_size):
+        index = order[start:start + batch_size]
+        yield tf.constant(array(tf.gather(x, index))), tf.constant(array(tf.gather(y, index)))
+
+
+def labels_to_host(x, y, batch_size):  # the labels only, copied under another name
+    labels = to_host(y)
+    order = tf.random.shuffle(tf.range(tf.shape(x)[0]))
+    for start in range(0, int(x.shape[0]), batch_size):
+        index = order[start:start + batch_size]
+        yield tf.gather(x, index), tf.constant(labels[index.numpy()])
+"""
+
+
+@pytest.mark.parametrize("name", ["as_arrays", "copied_with_array", "labels_to_host"])
+def test_device_epoch_numpy_bound_before_the_check_is_still_seen(tf, name):
+    cell = {"tf": tf, "np": np}
+    exec(BOUND_FIRST, cell)
+    got = verdict("03.3", cell[name])
+    assert not got.passed and "went back to the host" in got.message, got.message
+    assert cell["asarray"] is cell["to_host"] is np.asarray, "the cell's names, put back"

@@ -375,3 +375,34 @@ def test_loss_scaling_right_with_the_scale_read_by_hand(tf, solved):
 
     verdict = check("04.1", solved["float16_optimizer"], _scaled_by(tf, current))
     assert verdict.passed, verdict.message
+
+
+# 04.2, issue 50: NumPy's functions bound atop the learner's cell, before the check ran
+BOUND_FIRST = """
+from numpy import array, asarray
+from numpy import asarray as read
+
+
+def each_with_asarray(step_fn, batches, read_back=20):
+    return [float(asarray(step_fn(batch))) for batch in batches]
+
+
+def each_with_array(step_fn, batches, read_back=20):
+    return [array(step_fn(batch)).item() for batch in batches]
+
+
+def each_as_read(step_fn, batches, read_back=20):  # every step, under a name of its own
+    losses = []
+    for batch in batches:
+        losses.extend(read([step_fn(batch)]).tolist())
+    return losses
+"""
+
+
+@pytest.mark.parametrize("name", ["each_with_asarray", "each_with_array", "each_as_read"])
+def test_read_back_numpy_bound_before_the_check_is_still_seen(name):
+    cell = {}
+    exec(BOUND_FIRST, cell)
+    got = check("04.2", cell[name])
+    assert not got.passed and "not each one" in got.message, got.message
+    assert cell["asarray"] is cell["read"] is np.asarray, "the cell's names, put back"

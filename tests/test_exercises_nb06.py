@@ -187,6 +187,41 @@ def array_input_fn(x, y, global_batch):
         return ds.batch(context.get_per_replica_batch_size(global_batch), drop_remainder=True)
     return input_fn
 ''', False, "no `repeat`"),
+    # issue 50: the check passed a global batch of 24 only
+    ("24-written-in", '''
+def array_input_fn(x, y, global_batch):
+    def input_fn(context):
+        ds = tf.data.Dataset.from_tensor_slices((x, y))
+        ds = ds.shard(context.num_input_pipelines, context.input_pipeline_id)
+        return ds.batch(24 // context.num_replicas_in_sync, drop_remainder=True)
+    return input_fn
+''', False, "not the per-replica size 48 (the global batch 48 over 1 replicas)"),
+    ("per-replica-of-24", '''
+def array_input_fn(x, y, global_batch):
+    def input_fn(context):
+        ds = tf.data.Dataset.from_tensor_slices((x, y))
+        ds = ds.shard(context.num_input_pipelines, context.input_pipeline_id)
+        return ds.batch(context.get_per_replica_batch_size(24), drop_remainder=True)
+    return input_fn
+''', False, "a batch holds 24 examples, not the per-replica size 48"),
+    ("remainder-filtered-for-24", '''
+def array_input_fn(x, y, global_batch):
+    def input_fn(context):
+        per_replica = context.get_per_replica_batch_size(global_batch)
+        ds = tf.data.Dataset.from_tensor_slices((x, y))
+        ds = ds.shard(context.num_input_pipelines, context.input_pipeline_id).batch(per_replica)
+        return ds.filter(lambda xs, ys: tf.shape(ys)[0] == 24 // context.num_replicas_in_sync)
+    return input_fn
+''', False, "of the 100 examples are never read"),
+    ("short-last-batch-on-48", '''
+def array_input_fn(x, y, global_batch):
+    def input_fn(context):
+        ds = tf.data.Dataset.from_tensor_slices((x, y))
+        ds = ds.shard(context.num_input_pipelines, context.input_pipeline_id)
+        return ds.batch(context.get_per_replica_batch_size(global_batch),
+                        drop_remainder=global_batch == 24)
+    return input_fn
+''', False, "the remainder of the share"),
     ("returns-the-dataset", '''
 def array_input_fn(x, y, global_batch):
     return tf.data.Dataset.from_tensor_slices((x, y)).batch(global_batch)

@@ -263,6 +263,83 @@ def test_09_1_under_the_notebooks_global_distribution():
         keras.distribution.set_distribution(None)
 
 
+def _changes_keras(model, optimizer):  # right, and leaves a policy and a distribution set
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    keras.distribution.set_distribution(keras.distribution.DataParallel(devices=jax.devices()[:2]))
+    return SOLUTIONS["classifier_step"](model, optimizer)
+
+
+def _distribution_and_the_sum(model, optimizer):  # wrong, and a distribution left set
+    keras.distribution.set_distribution(keras.distribution.DataParallel(devices=jax.devices()))
+    return WRONG_09_1["the sum, not the mean"][0](model, optimizer)
+
+
+def _policy_then_raises(model, optimizer):  # a mistake after changing the global policy
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    raise RuntimeError("a mistake after setting a policy")
+
+
+def _policy_inside_the_step(model, optimizer):  # wrong (probabilities), a policy set each step
+    step = WRONG_09_1["probabilities, not logits"][0](model, optimizer)
+
+    def each(state, x, y):
+        keras.mixed_precision.set_global_policy("bfloat16")
+        return step(state, x, y)
+    return each
+
+
+@pytest.mark.parametrize("answer, right, said", [
+    (_changes_keras, True, ""), (_distribution_and_the_sum, False, "Your loss is"),
+    (_policy_then_raises, False, "Your code raised RuntimeError"),
+    (_policy_inside_the_step, False, "Your loss is")],
+    ids=["policy and distribution left set", "distribution left set, the sum",
+         "policy set, then raises", "policy set in the step, probabilities"])
+@pytest.mark.parametrize("kernel", [None, "DataParallel"], ids=["no distribution", "09's"])
+def test_09_1_puts_keras_distribution_and_policy_back_whatever_the_answer_sets(
+        answer, right, said, kernel):
+    found = kernel and keras.distribution.DataParallel(devices=jax.devices())
+    keras.distribution.set_distribution(found)
+    try:
+        result = verdict("09.1", answer)
+        assert result.passed == right and said in result.message, result.message
+        assert keras.distribution.distribution() is found
+        assert keras.mixed_precision.global_policy().name == "float32"
+    finally:
+        keras.distribution.set_distribution(None)
+
+
+def test_09_1_in_a_kernel_left_in_another_policy_says_so_and_judges(capsys):
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")  # an earlier cell or attempt
+    try:
+        result = verdict("09.1", SOLUTIONS["classifier_step"])
+        assert keras.mixed_precision.global_policy().name == "mixed_bfloat16", "as found"
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    said = capsys.readouterr().out.splitlines()
+    assert result.passed and len(said) == 2 and said[1].startswith("✅ Exercise 09.1")
+    assert said[0] == ("Keras's global dtype policy is 'mixed_bfloat16' in this kernel (a cell or "
+                       "an earlier attempt set it): the check ran in float32, then set it back.")
+
+
+#: every order of three answers (0, 1, 2), each as three checks in a row, in 9 checks, not 18
+ORDERS = (0, 1, 2, 0, 1, 0, 2, 1, 0)
+
+
+def test_every_check_passes_its_solution_after_any_attempts_in_one_process():
+    """Issue 50: a wrong answer, one that changes Keras's global state, then the solution, in
+    every order in this process: the same verdict every time, the solution's "right"."""
+    answers = {"09.1": ((WRONG_09_1["probabilities, not logits"][0], False),
+                        (_changes_keras, True), (SOLUTIONS["classifier_step"], True)),
+               "09.2": ((lambda a, d: SOLUTIONS["split_batch"](a.astype("float16"), d), False),
+                        (_every_device, False), (SOLUTIONS["split_batch"], True))}
+    for exercise, tries in answers.items():
+        named = {"devices": jax.devices()} if exercise == "09.2" else {}
+        got = [(i, verdict(exercise, tries[i][0], **named).passed) for i in ORDERS]
+        assert got == [(i, tries[i][1]) for i in ORDERS], exercise
+        assert keras.mixed_precision.global_policy().name == "float32"
+        assert keras.distribution.distribution() is None
+
+
 def test_09_1_untouched():
     result = verdict("09.1", lambda model, optimizer: None)
     assert not result.passed and "placeholder" in result.message

@@ -84,24 +84,27 @@ def is_number(value: object, kind: type = numbers.Integral) -> bool:
 
 
 @contextlib.contextmanager
-def patched(changes: dict[tuple[object, str], object]):
-    """Set each ``(owner, name)`` to its stand-in while it lasts, then put every original back,
-    also where code run meanwhile copied a stand-in (a module it imported, ``__main__``)."""
+def patched(changes: dict[tuple[object, str], object], *spaces: dict):
+    """Set each ``(owner, name)`` to its stand-in while it lasts, and every name of ``__main__``
+    and ``spaces`` (globals) bound to its original (``from numpy import asarray``), then put
+    every original back, also where code run meanwhile copied a stand-in (a module it imported)."""
     originals = {key: getattr(*key) for key in changes}
+    stand_in = {id(originals[key]): value for key, value in changes.items()}
+    spaces = {id(s): s for s in (vars(sys.modules["__main__"]), *spaces)}.values()
     known = set(sys.modules)
     try:
         for (owner, name), value in changes.items():
             setattr(owner, name, value)
+        for space in spaces:
+            space.update({k: stand_in[id(v)] for k, v in list(space.items()) if id(v) in stand_in})
         yield
     finally:
         real = {id(changes[key]): value for key, value in originals.items()}
         for (owner, name), value in originals.items():
             setattr(owner, name, value)
-        copies = [sys.modules[name] for name in set(sys.modules) - known]
-        for module in [*copies, sys.modules["__main__"]]:
-            for name, value in list(getattr(module, "__dict__", {}).items()):
-                if id(value) in real:
-                    setattr(module, name, real[id(value)])
+        copies = [getattr(sys.modules[name], "__dict__", None) for name in set(sys.modules) - known]
+        for space in [*(c for c in copies if isinstance(c, dict)), *spaces]:  # no class's proxy
+            space.update({k: real[id(v)] for k, v in list(space.items()) if id(v) in real})
 
 
 def wait_until(moment: float) -> None:

@@ -1,6 +1,7 @@
 """Checks for notebook 01's exercises (runtime check)."""
 
 import os
+from unittest import mock
 
 from helpers.exercises import exercise, is_number, require
 
@@ -28,15 +29,11 @@ def gpu_count(count) -> str | None:
           right="A child started with this environment sees no GPU, and this process keeps its "
                 "own.")
 def hidden_gpu_env(make_env) -> str | None:
-    before = dict(os.environ)  # staged: a GPU chosen, as on a shared machine, and one more name
-    os.environ.update(CUDA_VISIBLE_DEVICES="0", COURSE_EXERCISE_01_2="kept")
-    staged = dict(os.environ)
-    try:
+    # staged: a GPU chosen, as on a shared machine, and one more name; all put back on leaving
+    with mock.patch.dict(os.environ, CUDA_VISIBLE_DEVICES="0", COURSE_EXERCISE_01_2="kept"):
+        staged = dict(os.environ)
         env = make_env()
         changed = dict(os.environ) != staged
-    finally:
-        os.environ.clear()
-        os.environ.update(before)
     require(env)
     if changed:
         return ("Your function changed this process's `os.environ`: too late for the TensorFlow "

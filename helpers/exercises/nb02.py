@@ -2,13 +2,14 @@
 
 import numbers
 import sys
+import timeit
 
 import numpy as np
 
 from helpers.exercises import Device, exercise, is_number, patched, require
 
 
-def _seconds(timer, device: Device, repeats: int) -> float | str:
+def _seconds(timer, device: Device, repeats: int) -> float:
     """What ``timer`` measures on ``device``: TensorFlow's own ``sync_devices`` ends by calling
     ``context.async_wait``, which waits for ``device`` here, however the answer reached it."""
     from tensorflow.python.eager import context
@@ -26,8 +27,8 @@ def _seconds(timer, device: Device, repeats: int) -> float | str:
     with patched({(context, "async_wait"): device.sync, **kept}):
         result = timer(device.call, repeats)
     require(result)
-    if not is_number(result, numbers.Real):
-        return f"It returned a {type(result).__name__} ({result!r}), not a number of seconds."
+    if not is_number(result, numbers.Real):  # said as "what your code returned could not be..."
+        raise TypeError(f"It returned a {type(result).__name__} ({result!r}), not a number.")
     return float(result)
 
 
@@ -41,38 +42,46 @@ def _seconds(timer, device: Device, repeats: int) -> float | str:
                 "slow sample does not move it.")
 def median_seconds(timer) -> str | None:
     trace_s, work_s, slow_s = 0.2, 0.01, 0.2  # the first call's tracing, a call's work, an outlier
-    device = Device(work_s, trace_s=trace_s)
-    if isinstance(seconds := _seconds(timer, device, 2), str):
-        return seconds
+    ours = [_median_s(Device(work_s), 3)]  # the check's own timer, before and after each of theirs
+
+    def theirs(device: Device, repeats: int) -> tuple[float, float, float]:
+        seconds = _seconds(timer, device, repeats)  # then the range of ours around it
+        ours.append(_median_s(Device(work_s), 3))
+        return seconds, min(ours[-2:]), max(ours[-2:])
+
+    seconds, low, high = theirs(device := Device(work_s, trace_s=trace_s), 2)
     if device.calls < 3:
         return (f"With repeats=2 it called `fn` {device.calls} time(s): call it once to warm up, "
                 "then time 2 more calls.")
-    if seconds < work_s / 2:
+    if seconds < low / 2:
         return (f"It measured {seconds * 1e3:.2f} ms for calls whose device work takes "
-                f"{work_s * 1e3:.0f} ms: the clock stopped before the device had finished "
+                f"{low * 1e3:.0f} ms: the clock stopped before the device had finished "
                 "(nothing waited for it).")
     if seconds > 1.0:
         return f"It returned {seconds:.4g}: that is more than any call took; return seconds."
-    if seconds > trace_s / 4:
-        return (f"It measured {seconds * 1e3:.0f} ms for calls of {work_s * 1e3:.0f} ms: the first "
+    if seconds > high + (trace_s - work_s) / 4:
+        return (f"It measured {seconds * 1e3:.0f} ms for calls of {high * 1e3:.0f} ms: the first "
                 f"call ({trace_s * 1e3:.0f} ms of tracing) is in the samples; warm up first.")
+    slow_s = max(slow_s, 10 * high)  # a load that stretches each wait hides less of the mean
     for _ in range(2):  # a loaded machine can stretch every call once; a mean moves it each time
-        if isinstance(seconds := _seconds(timer, Device(work_s, costs={3: slow_s}), 5), str):
-            return seconds
-        if seconds <= work_s + (slow_s - work_s) / 10:  # half-way to what the mean of 5 would be
+        # one slow call, and one fast one (a cached result, say: no work, no wait to stretch)
+        seconds, low, high = theirs(Device(work_s, costs={3: slow_s, 4: 0.0}), 5)
+        if seconds <= high + (slow_s - work_s) / 10:  # a tenth of the outlier
             break
     else:
         return (f"One slow call out of 5 moved the result to {seconds * 1e3:.0f} ms (the others "
-                f"take {work_s * 1e3:.0f} ms): time each call on its own and take the median, "
+                f"take {high * 1e3:.0f} ms): time each call on its own and take the median, "
                 "not the mean or the total.")
-    # a fast timed call (a cached result, say) moves the best sample (timeit's `min`)
-    if isinstance(seconds := _seconds(timer, Device(work_s, costs={4: work_s / 10}), 5), str):
-        return seconds
-    if seconds < work_s * 0.6:
+    if seconds < low * 0.6:  # the fast call is the best sample (timeit's `min`)
         return (f"One fast call out of 5 moved the result to {seconds * 1e3:.1f} ms (the others "
-                f"take {work_s * 1e3:.0f} ms): take the median of the samples, not the best "
+                f"take {low * 1e3:.0f} ms): take the median of the samples, not the best "
                 "one (`min`, as timeit reports).")
     return None
+
+
+def _median_s(device: Device, repeats: int) -> float:  # a right answer: warm up, wait, median
+    float(device.call())
+    return float(np.median(timeit.repeat(lambda: float(device.call()), number=1, repeat=repeats)))
 
 
 _POLICY = {"gpu": "mixed_float16", "cpu": "mixed_bfloat16", "tpu": "mixed_bfloat16"}
@@ -141,9 +150,10 @@ def mixed_model(build) -> str | None:
     return None
 
 
-def reads(on_read):
+def reads(on_read, *answers):
     """While it lasts, ``on_read(value)`` runs whenever Python reads a real tensor's value, any
-    way (``value``: the tensor, or what NumPy was given)."""
+    way (``value``: the tensor, or what NumPy was given), also through NumPy's functions bound
+    before under other names (``from numpy import asarray`` atop the answers' cell or module)."""
     import tensorflow as tf
     from tensorflow.python.framework import ops
 
@@ -158,7 +168,8 @@ def reads(on_read):
     base = ops._EagerTensorBase
     return patched({(base, "_numpy"): logged(base._numpy, False),
                     (np, "asarray"): logged(np.asarray, True),
-                    (np, "array"): logged(np.array, True)})
+                    (np, "array"): logged(np.array, True)},
+                   *(getattr(answer, "__globals__", {}) for answer in answers))
 
 
 @exercise("02.3", "average the loss without stalling",
@@ -176,7 +187,7 @@ def mean_loss(average) -> str | None:
         log.append("step")
         return tf.constant(losses[(log.count("step") - 1) % steps])
 
-    with reads(lambda _: log.append("read")):
+    with reads(lambda _: log.append("read"), average):
         result = average(step, steps)
     require(result)
     if (ran := log.count("step")) != steps:

@@ -26,10 +26,10 @@ def chain(ds) -> list[tuple[str, dict]]:
     node = next(n for n in graph.node if n.op == "_Retval")
     steps = []
     while node.input:
-        node = nodes[node.input[0].lstrip("^").split(":")[0]]
+        node, after = nodes[node.input[0].lstrip("^").split(":")[0]], node.op
         if "Dataset" not in node.op:
             break
-        if node.op not in _WRAPPERS:
+        if node.op not in _WRAPPERS and (node.op, after) != ("MapDataset", "UnbatchDataset"):
             kind = next((kind for kind, pattern in _KINDS
                          if re.fullmatch(pattern + r"(V\d+)?", node.op)), node.op)
             steps.append((kind, node.attr))
@@ -101,7 +101,7 @@ def fast_chain(build) -> str | None:
     if not cache < shuffle < augmented:
         return ("It shuffles before the cache: the cache then replays the first epoch's order "
                 "every epoch. Shuffle after the cache, before augmenting.")
-    if not augmented < batch:
+    if kinds[:augmented].count("batch") > kinds[:augmented].count("UnbatchDataset"):
         return ("It augments whole batches: `augment` takes one example (this notebook's "
                 "shifts each image by its own random amount), so map it before `batch`.")
     if not steps[shuffle][1]["reshuffle_each_iteration"].b:
@@ -172,7 +172,7 @@ def device_epoch(batches) -> str | None:
     orders = []
     for batch_size in (4, 3):  # two sizes: the answer's own number would fit only one
         copied = []  # what the answer read into Python: a copy to the host, on any device
-        with reads(copied.append):
+        with reads(copied.append, batches):
             epoch = batches(x, y, batch_size)
             require(epoch)
             if isinstance(epoch, tf.data.Dataset):  # the same verdict on every device

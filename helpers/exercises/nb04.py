@@ -100,7 +100,7 @@ def run_steps(fn) -> str | None:
 
     for steps, read_back in ((50, 20), (7, 3), (4, 1)):
         queued.clear(), waits.clear()
-        with reads(lambda _: waits.append(len(queued)) if waits[-1:] != [len(queued)] else None):
+        with reads(lambda _: waits[-1:] == [len(queued)] or waits.append(len(queued)), fn):
             losses = fn(step, [None] * steps, read_back)
             require(losses)
             losses = list(losses)

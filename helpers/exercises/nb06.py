@@ -66,14 +66,15 @@ def global_loss(fn, strategy) -> str | None:
 def array_input_fn(make) -> str | None:
     import tensorflow as tf
 
-    count, global_batch = 100, 24  # no share divides into whole batches: full ones only
+    count = 100  # no share divides into whole batches, whatever the global batch: full ones only
     x = np.arange(count, dtype="float32")[:, None] * np.ones((1, 3), "float32")
-    input_fn = make(x, np.arange(count, dtype="int64"), global_batch)
-    require(input_fn)
-    if not callable(input_fn):
-        return (f"It returned a {type(input_fn).__name__}: return the input function itself, "
-                "`input_fn(context)`, for `distribute_datasets_from_function` to call.")
-    for pipelines, replicas in ((1, 1), (1, 4), (2, 4), (4, 8), (3, 3)):
+    for global_batch, pipelines, replicas in ((24, 1, 1), (24, 1, 4), (24, 2, 4), (24, 4, 8),
+                                              (24, 3, 3), (48, 1, 1), (48, 2, 4), (48, 3, 3)):
+        input_fn = make(x, np.arange(count, dtype="int64"), global_batch)
+        require(input_fn)
+        if not callable(input_fn):
+            return (f"It returned a {type(input_fn).__name__}: return the input function itself, "
+                    "`input_fn(context)`, for `distribute_datasets_from_function` to call.")
         per_replica = global_batch // replicas
         where = f"{pipelines} input pipeline(s) feeding {replicas} replicas"
         seen = []
@@ -84,12 +85,12 @@ def array_input_fn(make) -> str | None:
             require(dataset)
             if not isinstance(dataset, tf.data.Dataset):
                 return f"With {where}, input_fn returned a {type(dataset).__name__}, not a Dataset."
-            limit = count // pipelines // per_replica + 2  # a repeat() would never end
-            for element in dataset.take(limit):
+            batches = list(dataset.take(count // pipelines // per_replica + 2))  # never a repeat()
+            for number, element in enumerate(batches, start=1):
                 if not isinstance(element, tuple) or len(element) != 2:
                     return f"With {where}, an element is not a pair (images, labels)."
                 images, labels = element
-                if (size := int(labels.shape[0])) < per_replica:
+                if (size := int(labels.shape[0])) < per_replica and number == len(batches) > 1:
                     return (f"With {where}, a batch holds {size} examples, the remainder of the "
                             "share: keep full batches only (`drop_remainder=True`), so that every "
                             "step has the same shape.")

@@ -29,42 +29,52 @@ def classifier_step(fn) -> str | None:
 
     if keras.backend.backend() != "jax":
         return "This check needs Keras on JAX (run the notebook from its first cell)."
-    rng = np.random.default_rng(8)
-    x = rng.standard_normal((24, 6)).astype("float32")  # not 32, the batch size most often typed
-    y = rng.integers(0, 3, 24).astype("int32")
-    theirs, ours = _small_classifier(keras), _small_classifier(keras)
-    optimizer = keras.optimizers.Adam(0.01)
-    optimizer.build(theirs.trainable_variables)
-    step = fn(theirs, optimizer)
-    require(step)
-    state = tuple([v.value for v in vs] for vs in (
-        theirs.trainable_variables, theirs.non_trainable_variables, optimizer.variables))
-    result = step(state, x, y)
-    require(result)
-    if not (isinstance(result, tuple | list) and len(result) == 2):
-        return "The step must return two things: (new_state, loss)."
-    new_state, loss = result
-    if not (isinstance(new_state, tuple | list) and len(new_state) == 3):
-        return "new_state must be (trainable, non_trainable, optimizer variables), like state."
-    ours.compile(optimizer=keras.optimizers.Adam(0.01),
-                 loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    # a sample weight given: under a distribution (notebook 09 sets one) Keras cannot place None
-    want_loss = float(ours.train_on_batch(x, y, sample_weight=np.ones(len(y), "float32")))
-    if not np.isclose(loss := float(np.asarray(loss)), want_loss, rtol=1e-4):
-        return (f"Your loss is {loss:.5g}, Keras's {want_loss:.5g}: the mean sparse categorical "
-                "cross-entropy on logits (from_logits=True), before the update.")
-    for name, got, want, advice in (
-            ("trainable weights", new_state[0], ours.trainable_variables, "."),
-            ("non-trainable values (batch norm's moving statistics)", new_state[1],
-             ours.non_trainable_variables, ": keep what stateless_call returns."),
-            ("optimizer variables (its step count and moments)", new_state[2],
-             ours.optimizer.variables, ": return what stateless_apply returns.")):
-        same = len(got) == len(want) and all(
-            np.allclose(np.asarray(a), np.asarray(b.value), atol=1e-5)
-            for a, b in zip(got, want, strict=True))
-        if not same:
-            return f"The loss is right, but the new {name} are not Keras's after one step{advice}"
-    return None
+    found = keras.distribution.distribution(), keras.mixed_precision.global_policy()
+    if found[1].name != "float32":  # the check's models compute in float32
+        print(f"Keras's global dtype policy is {found[1].name!r} in this kernel (a cell or an "
+              "earlier attempt set it): the check ran in float32, then set it back.")
+    try:
+        keras.mixed_precision.set_global_policy("float32")
+        rng = np.random.default_rng(8)
+        x = rng.standard_normal((24, 6)).astype("float32")  # not 32, the batch size most typed
+        y = rng.integers(0, 3, 24).astype("int32")
+        theirs, ours = _small_classifier(keras), _small_classifier(keras)
+        ours.compile(optimizer=keras.optimizers.Adam(0.01),
+                     loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        # a sample weight given: under a distribution (notebook 09 sets one) Keras cannot place None
+        want_loss = float(ours.train_on_batch(x, y, sample_weight=np.ones(len(y), "float32")))
+        optimizer = keras.optimizers.Adam(0.01)  # Keras's step first: the answer may change Keras
+        optimizer.build(theirs.trainable_variables)
+        step = fn(theirs, optimizer)
+        require(step)
+        state = tuple([v.value for v in vs] for vs in (
+            theirs.trainable_variables, theirs.non_trainable_variables, optimizer.variables))
+        result = step(state, x, y)
+        require(result)
+        if not (isinstance(result, tuple | list) and len(result) == 2):
+            return "The step must return two things: (new_state, loss)."
+        new_state, loss = result
+        if not (isinstance(new_state, tuple | list) and len(new_state) == 3):
+            return "new_state must be (trainable, non_trainable, optimizer variables), like state."
+        if not np.isclose(loss := float(np.asarray(loss)), want_loss, rtol=1e-4):
+            return (f"Your loss is {loss:.5g}, Keras's {want_loss:.5g}: the mean sparse "
+                    "categorical cross-entropy on logits (from_logits=True), before the update.")
+        for name, got, want, advice in (
+                ("trainable weights", new_state[0], ours.trainable_variables, "."),
+                ("non-trainable values (batch norm's moving statistics)", new_state[1],
+                 ours.non_trainable_variables, ": keep what stateless_call returns."),
+                ("optimizer variables (its step count and moments)", new_state[2],
+                 ours.optimizer.variables, ": return what stateless_apply returns.")):
+            same = len(got) == len(want) and all(
+                np.allclose(np.asarray(a), np.asarray(b.value), atol=1e-5)
+                for a, b in zip(got, want, strict=True))
+            if not same:
+                return (f"The loss is right, but the new {name} are not Keras's after one "
+                        f"step{advice}")
+        return None
+    finally:  # whatever the answer set: the distribution and policy it found
+        keras.distribution.set_distribution(found[0])
+        keras.mixed_precision.set_global_policy(found[1])
 
 
 @exercise("09.2", "split a global batch between the devices",

@@ -31,11 +31,9 @@ def score_all(fn, device=None) -> str | None:
     model[0].register_forward_pre_hook(lambda _, x: seen.append((len(x[0]), x[0].device.type)))
     for count, size in ((53, 16), (41, 16), (32, 16), (29, 12), (36, 12)):
         images, before, seen[:] = torch.randn(count, 1, 4, 4), xla_counts(), []  # short: 5, 9, 0
-        try:
+        with torch.set_grad_enabled(grad):  # on leaving: grad mode as found, whatever it did
             logits = fn(model.to(device), images.clone(), size)
             left = torch.is_grad_enabled(), next(model.parameters()).device.type
-        finally:  # grad mode as the answer found it, whatever it did
-            torch.set_grad_enabled(grad)
         require(logits)
         if not isinstance(logits, torch.Tensor):
             return f"It returned a {type(logits).__name__}, not a tensor of logits."
