@@ -83,15 +83,15 @@ TIMES := build/test-times.txt
 
 .PHONY: help venv venv-compat venv-tpu environments run bench test lint check-notebooks tensorflow \
         units unit \
-        compat-unit compat-notebooks tpu tpu-unit tpu-unit-without-tensorflow tpu-unit-keras-jax \
+        pinned-unit compat-notebooks tpu tpu-unit tpu-unit-without-tensorflow tpu-unit-keras-jax \
         tpu-unit-pytorch-xla kaggle-unit-pytorch-xla tpu-notebooks kaggle-notebooks \
         clean-notebooks lessons solutions \
-        set-repo clean gpu-check site site-test bench-test
+        set-repo clean gpu-check site site-test bench-test lock
 
 help:
 	@echo "make run [PROFILE=quick|full]  execute every notebook into build/ and print a summary"
-	@echo "make test                      lint, notebook checks, unit tests (pinned and compat"
-	@echo "                               stacks), each notebook run twice in one kernel on the"
+	@echo "make test                      lint, notebook checks, unit tests (compat stack; heavy and"
+	@echo "                               tools tests pinned), each notebook twice in one kernel on the"
 	@echo "                               compat stack (exercises untouched, then solved; nbval"
 	@echo "                               compares the runs), 09 and 10 on Colab's and Kaggle's"
 	@echo "                               TPU stacks"
@@ -99,35 +99,37 @@ help:
 	@echo "make bench-test                the benchmarks' own tests (CI runs them after make test)"
 	@echo "make gpu-check                 the course on an NVIDIA GPU (CUDA TF in .venv-gpu) into"
 	@echo "                               build/gpu-check/report.md; the CPU-safe parts without one"
+	@echo "make gpu-wheels                the wheels gpu-check needs on an image without TensorFlow"
 	@echo "make site [EXECUTED=DIR]       the course site from build/executed into build/site"
 	@echo "make site-test                 build the site from make test's notebooks; check it in Chromium"
 	@echo "make clean-notebooks           strip outputs, normalise metadata and URLs"
 	@echo "make solutions                 the notebooks with their exercises solved, in build/solutions"
 	@echo "make lessons                   copy the notebooks' #@save cells into helpers/lessons"
 	@echo "make set-repo REPO=owner/name [REF=v0.1.0]  point badges and installs at a release"
+	@echo "make lock [LOCK_ARGS=--upgrade]  compile each stack's lock from its requirements file"
 
 $(UV):
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q uv==$(UV_VERSION)
 
-# Installs requirements file $(2) into the environment whose interpreter is $(1), then the
-# helpers package (editable, without its dependencies: the requirements pin them), and says
-# how long it took and what it holds.
-INSTALL = @start=$$(date +%s); $(UV) pip install -q --python $(1) -r $(2) && \
+# Installs lock $(2) (every package pinned, with its hashes) into the environment whose
+# interpreter is $(1), then the helpers package (editable, without its dependencies: the lock
+# pins them), and says how long it took and what it holds.
+INSTALL = @start=$$(date +%s); $(UV) pip install -q --python $(1) --require-hashes -r $(2) && \
   $(UV) pip install -q --python $(1) --no-deps -e . && \
   echo "make: $(2) installed in $$(( $$(date +%s) - start )) s"
 
-$(STAMP): requirements.txt pyproject.toml $(UV)
-	$(call INSTALL,$(BIN)/python,requirements.txt)
+$(STAMP): requirements.lock pyproject.toml $(UV)
+	$(call INSTALL,$(BIN)/python,requirements.lock)
 	@touch $@
 
 venv: $(STAMP)
 
-# The site's Sphinx stack, on top of the pinned environment. requirements.txt is passed again,
-# so the resolver keeps every pin and fails if the site's packages would move one.
+# The site's Sphinx stack, on top of the pinned environment: its lock is compiled within
+# requirements.lock, so it moves none of the pinned environment's packages.
 SITE_STAMP := $(VENV)/.site-installed
-$(SITE_STAMP): $(STAMP) requirements-site.txt
-	$(UV) pip install -q --python $(BIN)/python -r requirements.txt -r requirements-site.txt
+$(SITE_STAMP): $(STAMP) requirements-site.lock
+	$(UV) pip install -q --python $(BIN)/python --require-hashes -r requirements-site.lock
 	@touch $@
 
 # The recipe of a stack's environment: $(1), its folder, made on Python $(2) (the image's:
@@ -140,21 +142,21 @@ STACK_VENV = @$(1)/bin/python -c 'import sys; sys.exit(sys.version_info[:2] != (
 	neither on PATH nor in pyenv: install it, or pass $(4)=/path/to/python$(2)"; exit 1; }; \
 	test -x $(1)/bin/python || $(3) -m venv $(1)
 
-$(COMPAT_STAMP): requirements-compat.txt pyproject.toml $(UV)
+$(COMPAT_STAMP): requirements-compat.lock pyproject.toml $(UV)
 	$(call STACK_VENV,$(COMPAT_VENV),$(COMPAT_VERSION),$(COMPAT_PYTHON),COMPAT_PYTHON)
-	$(call INSTALL,$(COMPAT_BIN)/python,requirements-compat.txt)
+	$(call INSTALL,$(COMPAT_BIN)/python,requirements-compat.lock)
 	@touch $@
 
 venv-compat: $(COMPAT_STAMP)
 
-$(TPU_STAMP): requirements-tpu.txt pyproject.toml $(UV)
+$(TPU_STAMP): requirements-tpu.lock pyproject.toml $(UV)
 	$(call STACK_VENV,$(TPU_VENV),$(TPU_VERSION),$(TPU_PYTHON),TPU_PYTHON)
-	$(call INSTALL,$(TPU_BIN)/python,requirements-tpu.txt)
+	$(call INSTALL,$(TPU_BIN)/python,requirements-tpu.lock)
 	@touch $@
 
-$(KAGGLE_STAMP): requirements-tpu-kaggle.txt pyproject.toml $(UV)
+$(KAGGLE_STAMP): requirements-tpu-kaggle.lock pyproject.toml $(UV)
 	$(call STACK_VENV,$(KAGGLE_VENV),$(KAGGLE_VERSION),$(KAGGLE_PYTHON),KAGGLE_PYTHON)
-	$(call INSTALL,$(KAGGLE_BIN)/python,requirements-tpu-kaggle.txt)
+	$(call INSTALL,$(KAGGLE_BIN)/python,requirements-tpu-kaggle.lock)
 	@touch $@
 
 # The TPU stack's kernel, registered in .venv (where `make run` starts kernels).
@@ -164,6 +166,27 @@ $(TPU_KERNEL_STAMP): $(STAMP) $(TPU_STAMP)
 	@touch $@
 
 venv-tpu: $(TPU_KERNEL_STAMP)
+
+# Every stack installs from its lock: `make lock` compiles each from its requirements file
+# (uv, for Linux x86_64 on the stack's Python, every package with its hashes; the site's within
+# requirements.lock, the compat and Colab TPU stacks within their image's freeze in freezes/,
+# so that each package the image ships has its version there) and prints what moved.
+# `make lock LOCK_ARGS=--upgrade` also moves what no requirements file pins to its newest.
+PINNED_VERSION := $(shell sed -n 's/^\# python: //p' requirements.txt)
+LOCK_PINS = sed -n 's/^\([a-z0-9][^= ]*\)==\([^ ]*\).*/\1 \2/p' $(1) 2>/dev/null | LC_ALL=C sort
+LOCK = @old=$$(mktemp); $(call LOCK_PINS,$(3)) > $$old; \
+  $(UV) pip compile -q --generate-hashes --custom-compile-command "make lock" \
+    --python-platform x86_64-manylinux_2_28 --python-version $(1) $(LOCK_ARGS) $(2) -o $(3) && \
+  echo "$(3):" && $(call LOCK_PINS,$(3)) | LC_ALL=C join -a1 -a2 -e none -o 0,1.2,2.2 $$old - | \
+  awk '$$2 != $$3 { print "  " $$1 ": " $$2 " -> " $$3; n++ } END { if (!n) print "  nothing moved" }'; \
+  status=$$?; rm -f $$old; exit $$status
+
+lock: $(UV)
+	$(call LOCK,$(PINNED_VERSION),requirements.txt,requirements.lock)
+	$(call LOCK,$(PINNED_VERSION),requirements-site.txt -c requirements.lock,requirements-site.lock)
+	$(call LOCK,$(COMPAT_VERSION),requirements-compat.txt -c freezes/colab-gpu.txt,requirements-compat.lock)
+	$(call LOCK,$(TPU_VERSION),requirements-tpu.txt -c freezes/colab-tpu.txt,requirements-tpu.lock)
+	$(call LOCK,$(KAGGLE_VERSION),requirements-tpu-kaggle.txt,requirements-tpu-kaggle.lock)
 
 run: $(STAMP) $(TPU_KERNEL_STAMP)
 	$(BIN)/python -m tools.run_notebooks --profile $(PROFILE)
@@ -180,18 +203,41 @@ bench-test: $(STAMP) $(TPU_STAMP)
 
 # Needs only a python3 (3.11 or newer, with venv and pip): its launcher imports the standard
 # library only. With an NVIDIA GPU it builds .venv-gpu (tensorflow[and-cuda]), without one it
-# uses .venv. GPU_CHECK_ARGS: e.g. --full, --jobs 2, --budget-s 600, --dry-run.
+# uses .venv; where TensorFlow can be neither imported nor installed (no network), it runs
+# notebook 09 on the image's JAX, with the wheels of `make gpu-wheels`.
+# GPU_CHECK_ARGS: e.g. --budget-s 600, --dry-run, --without-tensorflow.
 gpu-check:
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { echo "make: \
 	gpu-check needs Python 3.11 or newer, and $(PYTHON) is not one: pass PYTHON=/path/to/python3.11"; exit 1; }
 	$(PYTHON) -m tools.gpu_check $(GPU_CHECK_ARGS)
 
+# For `make gpu-check` on a GPU image with JAX and no TensorFlow or network: Keras and the
+# notebook tools at requirements.txt's pins, and all they need but JAX's own numpy and
+# ml-dtypes, as wheels for that image's Python (3.12) into build/gpu-wheels, at most the
+# 64 MiB that a copy of the tree may bring beside it.
+GPU_WHEELS := build/gpu-wheels
+GPU_WHEELS_PYTHON ?= 3.12
+.PHONY: gpu-wheels
+gpu-wheels: $(UV)
+	@rm -rf $(GPU_WHEELS) && mkdir -p $(GPU_WHEELS) && { echo "# python: $(GPU_WHEELS_PYTHON)"; \
+	  grep -E '^(keras|ipykernel|ipywidgets|nbformat|papermill|nbval)==' requirements.txt; } \
+	  > $(GPU_WHEELS)/requirements.txt
+	$(UV) pip compile -q --no-header --no-annotate --python-version $(GPU_WHEELS_PYTHON) \
+	  --python-platform x86_64-manylinux_2_28 --no-emit-package numpy --no-emit-package ml-dtypes \
+	  $(GPU_WHEELS)/requirements.txt -o $(GPU_WHEELS)/all.txt
+	$(BIN)/python -m pip download -q --no-deps --only-binary=:all: --implementation cp \
+	  --python-version $(GPU_WHEELS_PYTHON) --platform manylinux_2_28_x86_64 \
+	  --platform manylinux_2_17_x86_64 -d $(GPU_WHEELS) -r $(GPU_WHEELS)/all.txt
+	@mib=$$(du -sm --apparent-size $(GPU_WHEELS) | cut -f1); test $$mib -le 64 || { echo "make: \
+	$(GPU_WHEELS) holds $$mib MiB, over the 64 MiB a device run may bring"; exit 1; }; echo "make: \
+	$(GPU_WHEELS): $$(ls $(GPU_WHEELS)/*.whl | wc -l) wheels, $$mib MiB, for Python $(GPU_WHEELS_PYTHON)"
+
 # Stages run in this order and stop at the first that fails; each says how long it took.
-# The TensorFlow stacks' three parts (the unit tests on both, the notebooks on the compat stack)
-# run side by side, two workers each on two cores: each part takes longer, as TensorFlow's
-# thread pools spin on cores they do not get, but all three end sooner, since many of their
-# tests and cells wait (on children, kernels, sleeps) with a core idle. Measured here: 392 s,
-# against 243 s (the unit tests side by side) then 210 s. The TPU stage is a pool of its own
+# The TensorFlow stacks' three parts (the unit tests on the compat stack, those marked heavy or
+# tools on the pinned one, the notebooks on the compat stack) run side by side, two workers each
+# on two cores: each part takes longer, as TensorFlow's thread pools spin on cores they do not
+# get, but all three end sooner, since many of their tests and cells wait (on children, kernels,
+# sleeps) with a core idle. The TPU stage is a pool of its own
 # (`tpu`), which keeps both cores busy by itself.
 test:
 	@mkdir -p build && : > $(TIMES) && date +%s > $(TIMES).start
@@ -210,22 +256,35 @@ environments: $(STAMP) $(COMPAT_STAMP) $(TPU_KERNEL_STAMP) $(KAGGLE_STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check helpers tests tools notebooks solutions
+	$(BIN)/check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml
 
 check-notebooks: $(STAMP)
 	$(BIN)/python -m tools.check
 
 # The TensorFlow stacks' parts, side by side (see `test`): `make units` the unit tests alone.
 tensorflow: $(STAMP) $(COMPAT_STAMP)
-	@$(MAKE) --no-print-directory -j3 -Otarget unit compat-unit compat-notebooks
+	@$(MAKE) --no-print-directory -j3 -Otarget unit pinned-unit compat-notebooks
 
 units: $(STAMP) $(COMPAT_STAMP)
-	@$(MAKE) --no-print-directory -j2 -Otarget unit compat-unit
+	@$(MAKE) --no-print-directory -j2 -Otarget unit pinned-unit
 
+# The unit tests run once each: on the compat stack (Colab's versions, what learners open), less
+# what does not depend on the stack or needs the pinned one: the tests marked heavy or tools (see
+# pyproject.toml) and those of setup without TensorFlow (the TPU stack runs them, with TensorFlow
+# really absent). The tests marked heavy or tools run on the pinned stack (`pinned-unit`, on its
+# Python, the oldest supported: 3.11), where the tools run; `test_imports` there imports every
+# helpers module alone. Running all of them on both stacks took as long again.
 # unit, tpu-unit-keras-jax and tpu-unit-pytorch-xla run every test of the exercise checks: they
 # fail if their counts of right and wrong answers are not those of docs/exercise_corpus.json
 # (then `python -m tools.exercises --corpus` copies them there and writes the notes' table).
-unit: $(STAMP)
-	$(TEST_ENV) COURSE_CORPUS=$@ $(PYTEST) $(UNIT_SPLIT) -m "not notebooks and not site and not tpu and not bench"
+COMPAT_SKIPS := not site and not heavy and not tpu and not bench and not tools
+unit: $(COMPAT_STAMP)
+	$(TEST_ENV) COURSE_CORPUS=$@ $(COMPAT_PYTEST) $(UNIT_SPLIT) -k "not without_tensorflow" \
+	  -m "not notebooks and $(COMPAT_SKIPS)"
+
+pinned-unit: $(STAMP)
+	$(TEST_ENV) $(PYTEST) $(UNIT_SPLIT) \
+	  -m "(heavy or tools) and not notebooks and not site and not tpu and not bench"
 
 # Copies every notebook's #@save cells into helpers/lessons/ (one source: see docs/maintainers.md).
 lessons: $(STAMP)
@@ -247,21 +306,13 @@ site-test: $(SITE_STAMP)
 	$(BIN)/python -m tools.site --executed $(SITE_TEST)/executed --out $(SITE_TEST)/site
 	$(TEST_ENV) COURSE_SITE=$(SITE_TEST)/site $(PYTEST) -m site tests/test_site_browser.py
 
-# The same unit tests on the compat stack (Colab's versions), less what does not depend on the
-# stack or is run elsewhere: the tests marked heavy or tools (see pyproject.toml), those of
-# setup without TensorFlow (the TPU stack runs them, with TensorFlow really absent).
-# Then every notebook with the `test` profile, on the compat stack (the image learners open):
+# Every notebook with the `test` profile, on the compat stack (the image learners open):
 # all its cells twice in one kernel, first with its exercises untouched (every check must say
 # "not yet"), then with their solutions (every check must say "right"); nbval compares the
 # cells tagged nbval-check-output across the two runs; then, in that kernel, every invalid
 # value of notebooks/profiles.toml (Colab's ipykernel, 6.17, is where an error was once read as
 # the next request's: issue 22). Copies: build/test-compat/{first-pass,executed}.
-COMPAT_SKIPS := not site and not heavy and not tpu and not bench and not tools
 COMPAT_ENV := COURSE_STACK=compat COURSE_TEST_BUILD=$(COMPAT_BUILD)
-compat-unit: $(COMPAT_STAMP)
-	$(TEST_ENV) $(COMPAT_PYTEST) $(UNIT_SPLIT) -k "not without_tensorflow" \
-	  -m "not notebooks and $(COMPAT_SKIPS)"
-
 compat-notebooks: $(COMPAT_STAMP)
 	rm -rf $(COMPAT_BUILD)
 	$(TEST_ENV) $(COMPAT_ENV) $(COMPAT_PYTEST) $(NOTEBOOK_SPLIT) -m notebooks

@@ -84,7 +84,7 @@ def test_dcgan_step_records_on_each_engine(tf):
     records = bench.bench_dcgan_engines(batch_size=32, repeats=2)
     names = [r["name"] for r in records]
     expected = ["dcgan_step_keras_jax_vs_tf"]
-    if bench.tpu_python() is not None:  # the TPU stack is there: torch_xla's record too
+    if bench.TPU_PYTHON.exists():  # the TPU stack is there: torch_xla's record too
         expected.append("dcgan_step_pytorch_xla_vs_tf")
     assert names == expected
     for rec in records:

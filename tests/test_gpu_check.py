@@ -1,9 +1,11 @@
 """The prepared GPU check: its launcher from a bare python3, its GPU branch with a fake
 nvidia-smi, its budget, its report, and how it reads what its stages leave."""
 
+import http.server
 import json
 import os
 import subprocess
+import threading
 import time
 import venv
 
@@ -123,17 +125,6 @@ def test_write_report_leaves_markdown_and_json(tmp_path):
     assert facts["mode"] == "gpu" and facts["stages"][0]["name"] == "environment"
 
 
-def test_the_gpu_environment_swaps_only_the_tensorflow_build():
-    text = "# pins\ntensorflow-cpu==2.21.0\nkeras==3.15.1\n"
-    assert (
-        gpu_check.gpu_requirements(text) == "# pins\ntensorflow[and-cuda]==2.21.0\nkeras==3.15.1\n"
-    )
-    with pytest.raises(ValueError, match="tensorflow-cpu"):
-        gpu_check.gpu_requirements("tensorflow==2.21.0\n")
-    real = (gpu_check.ROOT / "requirements.txt").read_text()
-    assert "tensorflow[and-cuda]==" in gpu_check.gpu_requirements(real)
-
-
 def test_junit_counts_and_the_last_json_line(tmp_path):
     xml = tmp_path / "unit.xml"
     xml.write_text(
@@ -180,15 +171,29 @@ def bare_python(tmp_path_factory):
     return python
 
 
-def launched(command: list, smi: str, out) -> tuple[str, dict]:
-    """Run ``command`` in the repository where ``nvidia-smi`` prints what ``smi`` says: what it
-    printed, and the report it wrote in ``out``."""
+@pytest.fixture(scope="module")
+def index():
+    """A package index that answers (a HEAD request, on this machine): the network is there,
+    and the tests still touch none."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+
+
+NO_INDEX = "http://127.0.0.1:9/simple/"  # the discard port: nothing answers
+TPU_PYTHON = gpu_check.ROOT / ".venv-tpu" / "bin" / "python"  # JAX and Keras, no TensorFlow
+
+
+def launched(command: list, smi: str, out, index: str) -> tuple[str, dict]:
+    """Run ``command`` in the repository where ``nvidia-smi`` prints what ``smi`` says and pip's
+    index is ``index``: what it printed, and the report it wrote in ``out``."""
     fake = out.parent / "bin"  # first on PATH
     fake.mkdir(exist_ok=True)
     (fake / "nvidia-smi").write_text(smi)
     (fake / "nvidia-smi").chmod(0o755)
     env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
-    env["PATH"] = f"{fake}{os.pathsep}{env['PATH']}"
+    env["PATH"], env["PIP_INDEX_URL"] = f"{fake}{os.pathsep}{env['PATH']}", index
     done = subprocess.run([str(c) for c in command], cwd=gpu_check.ROOT, env=env,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -196,24 +201,27 @@ def launched(command: list, smi: str, out) -> tuple[str, dict]:
 
 
 def test_the_gpu_branch_runs_from_a_bare_python_up_to_what_needs_the_hardware(
-    bare_python, tmp_path
+    bare_python, tmp_path, index
 ):
     """A fake nvidia-smi lists one GPU: the launcher, from a python3 with nothing installed,
     plans .venv-gpu with the CUDA build and every stage it would run, and writes the report;
     --dry-run installs and runs nothing. It imports nothing beyond the standard library."""
     out = tmp_path / "out"
-    said, report = launched([bare_python, "-c", IMPORTED, "--dry-run", "--out", out], H200_SMI, out)
+    said, report = launched([bare_python, "-c", IMPORTED, "--dry-run", "--out", out], H200_SMI, out,
+                            index)
     facts = json.loads(said.strip().splitlines()[-1])
     assert facts == {"code": 0, "outside": ["tools"]}, facts
     assert "GPU check: NVIDIA H200 (driver 580.159.04, 143771 MiB)" in said
     assert report["mode"] == "gpu" and report["environment"] == ".venv-gpu"
+    assert not report["not_run"]  # the index answers: TensorFlow's CUDA build can be installed
     stages = {s["name"]: s for s in report["stages"]}
     assert list(stages) == ["environment", "probe", "bench", "notebooks", "unit tests"]
     assert {s["status"] for s in stages.values()} == {"planned"}
     plan = stages["environment"]["detail"]
     assert f"{bare_python} -m venv {gpu_check.GPU_VENV}" in plan and "uv pip install" in plan
-    pins = (out / "requirements-gpu.txt").read_text()
-    assert "\ntensorflow[and-cuda]==" in pins and "\ntensorflow-cpu" not in pins
+    pins = (out / "requirements-gpu.txt").read_text()  # only the TensorFlow build swapped
+    real = (gpu_check.ROOT / "requirements.txt").read_text()
+    assert pins == real.replace("\ntensorflow-cpu==", "\ntensorflow[and-cuda]==") != real
     assert "--only matmul dcgan" in stages["bench"]["detail"]
     pinned = [p.stem for p in gpu_check.course.stack_notebooks("pinned")]
     assert [n["notebook"] for n in report["notebooks"]] == pinned
@@ -225,13 +233,13 @@ def test_the_gpu_branch_runs_from_a_bare_python_up_to_what_needs_the_hardware(
 
 
 @pytest.mark.bench  # minutes: make bench-test, which CI runs after make test
-def test_make_gpu_check_on_a_cpu_from_a_bare_python(bare_python, tmp_path):
+def test_make_gpu_check_on_a_cpu_from_a_bare_python(bare_python, tmp_path, index):
     """The way a fresh machine runs it: `make gpu-check` with a python3 that has no course
     packages (nvidia-smi answers that it finds no GPU, as it may on a GPU machine with no
     driver): exit 0, the CPU-safe parts run in .venv, and the report written."""
     out = tmp_path / "out"
     make = ["make", "--no-print-directory", "gpu-check", f"PYTHON={bare_python}"]
-    said, report = launched([*make, f"GPU_CHECK_ARGS=--out {out}"], NO_GPU_SMI, out)
+    said, report = launched([*make, f"GPU_CHECK_ARGS=--out {out}"], NO_GPU_SMI, out, index)
     assert "GPU check: no GPU" in said
     assert report["mode"] == "cpu" and report["environment"] == ".venv"
     assert [(s["name"], s["status"]) for s in report["stages"]] == [
@@ -245,6 +253,87 @@ def test_make_gpu_check_on_a_cpu_from_a_bare_python(bare_python, tmp_path):
     assert [n["notebook"] for n in report["notebooks"]] == gpu_check.CPU_NOTEBOOKS
     assert any(r["name"] == "matmul_fp32_vs_numpy" for r in report["bench"])
     assert (out / "report.md").read_text().rstrip().endswith("Result: all stages passed.")
+
+
+# -- without TensorFlow: an image with JAX, no TensorFlow and no network -----------------------
+
+#: What `make gpu-wheels` brings; the test's folder names the versions .venv-tpu has, so that
+#: it installs from the folder alone with nothing in it
+BROUGHT = ["keras", "ipykernel", "ipywidgets", "nbformat", "papermill", "nbval"]
+
+
+@pytest.fixture
+def wheels(tmp_path):
+    """A wheels folder as `make gpu-wheels` leaves it, for the TPU stack's Python."""
+    if not TPU_PYTHON.exists():
+        pytest.skip("needs .venv-tpu (make venv-tpu): a Python with JAX and no TensorFlow")
+    code = ("import sys; from importlib.metadata import version; print(f'# python: "
+            "{sys.version_info[0]}.{sys.version_info[1]}'); "
+            "[print(f'{n}=={version(n)}') for n in sys.argv[1:]]")
+    pins = subprocess.run([TPU_PYTHON, "-c", code, *BROUGHT], capture_output=True, text=True,
+                          check=True).stdout
+    folder = tmp_path / "wheels"
+    folder.mkdir()
+    (folder / "requirements.txt").write_text(pins)
+    return folder
+
+
+def test_without_tensorflow_or_a_network_it_plans_09_on_the_image_jax(tmp_path, wheels):
+    """A fake GPU, a Python with JAX and no TensorFlow, and an index that does not answer: it
+    chooses by itself to run 09 in a venv on that Python's packages, installing from the wheels
+    folder only, and names what needs TensorFlow as not run, and why."""
+    out = tmp_path / "out"
+    command = [TPU_PYTHON, "-m", "tools.gpu_check", "--dry-run", "--out", out, "--wheels", wheels]
+    said, report = launched(command, H200_SMI, out, NO_INDEX)
+    assert f"without TensorFlow: {gpu_check.NO_TF}" in said
+    assert report["mode"] == "gpu" and report["environment"] == str(out / "venv")
+    stages = {s["name"]: s for s in report["stages"]}
+    assert list(stages) == ["environment", "probe", "notebooks"]
+    plan = stages["environment"]["detail"]
+    assert f"-m venv --clear --without-pip --system-site-packages {out / 'venv'}" in plan
+    assert f"install -q --no-index --find-links {wheels} -r {wheels / 'requirements.txt'}" in plan
+    assert [n["notebook"] for n in report["notebooks"]] == gpu_check.IMAGE_NOTEBOOKS
+    pinned = [p.stem[:2] for p in gpu_check.course.stack_notebooks("pinned")]
+    assert report["not_run"] == {
+        f"notebooks {', '.join(pinned)}": gpu_check.NO_TF,
+        "the unit tests": gpu_check.NO_TF,
+        "tools.bench (each record times TensorFlow)": gpu_check.NO_TF,
+        "DCGAN step in PyTorch": gpu_check.NO_TORCH_STEP,
+    }
+    text = (out / "report.md").read_text()
+    assert text.index("## Not run") < text.index("## Stages")  # said before what ran
+    assert (out / "ipython/profile_default/startup/00-jax.py").read_text() == gpu_check.JAX_FIRST
+
+
+def test_without_tensorflow_wheels_must_be_there(tmp_path):
+    check, run = Check("now", "gpu", "an H100"), gpu_check.Runner(tmp_path, 60, dry_run=False)
+    gpu_check.environment("gpu", run, check, tmp_path / "none")
+    assert check.stages[-1].status == "failed" and not check.ok
+    assert "run `make gpu-wheels" in check.stages[-1].detail
+
+
+@pytest.mark.bench  # about two minutes: make bench-test
+def test_make_gpu_check_without_tensorflow_runs_09_on_the_cpu(tmp_path, wheels):
+    """`make gpu-check` on a Python with JAX and no TensorFlow, asked to go without it: the
+    environment from the wheels folder without an index, the probe (JAX on the CPU) and
+    notebook 09 on 8 simulated CPU devices pass; what needs TensorFlow is named as not run."""
+    out = tmp_path / "out"
+    args = f"--without-tensorflow --out {out} --wheels {wheels}"
+    make = ["make", "--no-print-directory", "gpu-check", f"PYTHON={TPU_PYTHON}"]
+    said, report = launched([*make, f"GPU_CHECK_ARGS={args}"], NO_GPU_SMI, out, NO_INDEX)
+    assert "GPU check: no GPU" in said and "without TensorFlow: asked" in said
+    assert [(s["name"], s["status"]) for s in report["stages"]] == [
+        ("environment", "passed"), ("probe", "passed"), ("notebooks", "passed")]
+    assert report["runtime"]["jax"] and report["runtime"]["gpus"] == []  # JAX: no GPU here
+    [nb] = report["notebooks"]
+    assert (nb["notebook"], nb["status"]) == ("09_tpu_keras_jax", "passed")
+    assert nb["device"] == "8 simulated CPU device(s) (no TPU here)"  # never a GPU here
+    assert set(report["not_run"].values()) == {"asked (--without-tensorflow)",
+                                               gpu_check.NO_TORCH_STEP}
+    text = (out / "report.md").read_text()
+    assert f"JAX {report['runtime']['jax']}; GPUs it sees: none" in text
+    assert text.rstrip().endswith("not run: " + ", ".join(report["not_run"]) + ".")
+    assert "Result: all stages passed; not run: notebooks 01" in text
 
 
 def test_the_budget_stops_a_command_with_its_children_and_starts_no_other(tmp_path):

@@ -1,6 +1,7 @@
 """Every notebook's setup, on the runtimes learners meet: the install cell with and without the
-course's ``helpers`` (pip faked: failing, or installing), with another module named ``helpers``
-in the way, and the setup cells on a runtime without TensorFlow (Colab's TPU runtimes).
+course's ``helpers`` (pip faked: failing, installing, or changing nothing), with v0.1.0 installed
+(a package and its metadata), with another module named ``helpers`` in the way, and the setup
+cells on a runtime without TensorFlow (Colab's TPU runtimes).
 
 Each case runs the notebooks' own cells in a fresh kernel, as Colab does; ``sitecustomize`` files
 on ``PYTHONPATH`` shape what that kernel can import.
@@ -37,23 +38,37 @@ class NoTensorFlow:  # what `import tensorflow` gives on a runtime without it
 sys.meta_path.insert(0, NoTensorFlow())
 """
 
-# The course's helpers not installed: drop the editable install's finder and any path entry
-# holding a helpers package; $FAKE_SITE stands in for site-packages, last on the path (after
-# the kernel's working directory, as on Colab).
+# The course's helpers not installed: drop the editable install's finder, its metadata and any
+# path entry holding a helpers package; $FAKE_SITE stands in for site-packages, last on the path
+# (after the kernel's working directory, as on Colab).
 NO_COURSE_HELPERS = """
+import importlib.machinery
 import os
 import sys
 
 sys.meta_path[:] = [f for f in sys.meta_path if "__editable__" not in getattr(f, "__module__", "")]
 sys.path[:] = [p for p in sys.path if not os.path.exists(os.path.join(p, "helpers"))]
 sys.path.append(os.environ["FAKE_SITE"])
+find = importlib.machinery.PathFinder.find_distributions
+
+
+def find_distributions(*args, **kwargs):  # the course's metadata: only $FAKE_SITE's
+    for found in find(*args, **kwargs):
+        site = str(found.locate_file(""))
+        if found.name != "fast-tf-course-helpers" or site == os.environ["FAKE_SITE"]:
+            yield found
+
+
+importlib.machinery.PathFinder.find_distributions = find_distributions
 """
 
 # `python -m pip` finds this first: it logs its arguments, then prints $FAKE_PIP_OUTPUT and fails
-# as pip does, or "installs" a package that names the course's distribution into $FAKE_SITE.
+# as pip does, or changes nothing though it exits 0 (installed where this kernel does not look),
+# or "installs" the course's package and its metadata into $FAKE_SITE, replacing another release.
 FAKE_PIP = """
 import os
 import pathlib
+import shutil
 import sys
 
 with open(os.environ["FAKE_PIP_LOG"], "a") as log:  # one line per call
@@ -61,11 +76,16 @@ with open(os.environ["FAKE_PIP_LOG"], "a") as log:  # one line per call
 print(os.environ.get("FAKE_PIP_OUTPUT", ""), file=sys.stderr)
 if os.environ["FAKE_PIP"] == "fail":
     sys.exit(1)
-package = pathlib.Path(os.environ["FAKE_SITE"]) / "helpers"
-package.mkdir(exist_ok=True)  # pip replaces another release
-version = os.environ["FAKE_PIP_VERSION"]
-(package / "__init__.py").write_text(f'__version__ = "{version}"\\n'
-                                     'DISTRIBUTION = "fast-tf-course-helpers"\\n')
+site, version = pathlib.Path(os.environ["FAKE_SITE"]), os.environ["FAKE_PIP_VERSION"]
+if os.environ["FAKE_PIP"] == "install":
+    for old in site.glob("fast_tf_course_helpers-*.dist-info"):
+        shutil.rmtree(old)
+    (site / "helpers").mkdir(exist_ok=True)
+    (site / "helpers" / "__init__.py").write_text(f'__version__ = "{version}"\\n'
+                                                  'DISTRIBUTION = "fast-tf-course-helpers"\\n')
+    info = site / f"fast_tf_course_helpers-{version}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Name: fast-tf-course-helpers\\nVersion: {version}\\n")
 """
 
 CONFLICT = ("ERROR: Cannot install fast-tf-course-helpers==0.1.0 and numpy==1.0 because these "
@@ -185,17 +205,18 @@ def fake_pip(tmp_path):
     return folder, site, env
 
 
-def test_helpers_names_the_distribution_the_install_cell_looks_for():
+def test_helpers_version_is_the_installed_distributions_which_the_install_cell_checks():
+    """One source: pyproject.toml's version, as pip's metadata records it on install."""
     with open(course.ROOT / "pyproject.toml", "rb") as f:
         assert tomllib.load(f)["project"]["name"] == helpers.DISTRIBUTION
     assert importlib.metadata.distribution(helpers.DISTRIBUTION).name == helpers.DISTRIBUTION
-    assert helpers.__version__ == course.version(), "pyproject.toml's version, in both places"
-    assert f'version = "{helpers.__version__}"' in INSTALL
-    marker = re.search(r'"([^"]+)" not in text', INSTALL)[1]
+    assert helpers.__version__ == importlib.metadata.version(helpers.DISTRIBUTION)
+    assert helpers.__version__ == course.version(), "installed from this pyproject.toml"
+    assert f'release = "{helpers.__version__}"' in INSTALL
+    assert f'distributions(name="{helpers.DISTRIBUTION}")' in INSTALL
+    assert '__version__ = "' not in open(helpers.__file__).read(), "no second copy of it"
+    marker = re.search(r'"([^"]+)" not in open', INSTALL)[1]
     assert helpers.DISTRIBUTION.startswith(marker) and marker in open(helpers.__file__).read()
-    # the cell reads helpers/__init__.py where pip's output would be: no line of it is a reason
-    assert not re.findall(re.search(r're\.findall\(r"(.+?)", pip\)', INSTALL)[1],
-                          open(helpers.__file__).read())
 
 
 def test_every_notebook_starts_with_the_install_cell():
@@ -208,7 +229,8 @@ def test_every_notebook_starts_with_the_install_cell():
             assert "os.environ[" in setup_sources(path)[0], path.name
         cells = [c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
         assert cells[first]["metadata"] == course.INSTALL_METADATA, path.name
-    assert INSTALL.startswith("#@title ") and ";" not in INSTALL and len(INSTALL.splitlines()) < 30
+    assert INSTALL.startswith("#@title ") and len(INSTALL.splitlines()) < 30
+    assert ";" not in INSTALL and ":=" not in INSTALL, "one plain statement per line"
     assert '{ display-mode: "form" }' in INSTALL.splitlines()[0]
 
 
@@ -270,17 +292,45 @@ def test_another_helpers_in_the_way_is_named_in_one_line(tmp_path, fake_pip):
 OLD_RELEASE = '__version__ = "0.1.0"\nDISTRIBUTION = "fast-tf-course-helpers"\n'
 
 
+def install_old_release(site):
+    """v0.1.0 as pip left it in ``site``: its package (which named its version) and metadata."""
+    write(site, "fast_tf_course_helpers-0.1.0.dist-info/METADATA",
+          "Name: fast-tf-course-helpers\nVersion: 0.1.0\n")
+    return write(site, "helpers/__init__.py", OLD_RELEASE)
+
+
 def test_an_older_release_of_the_helpers_is_replaced_by_this_notebooks(tmp_path, fake_pip):
     """A runtime that kept v0.1.0 (a Kaggle session, a local Jupyter): pip installs this one."""
     folder, site, env = fake_pip
     write(folder, "sitecustomize.py", NO_COURSE_HELPERS)
-    write(site, "helpers/__init__.py", OLD_RELEASE)
-    check = f"import helpers; assert helpers.__version__ == {helpers.__version__!r}"
+    install_old_release(site)
+    version = helpers.__version__
+    check = ("import helpers, importlib.metadata; "
+             f"assert helpers.__version__ == {version!r}; "
+             f"assert importlib.metadata.version('fast-tf-course-helpers') == {version!r}")
     results = run_cells([INSTALL, check], tmp_path,
                         {**env, "FAKE_PIP": "install", **python_path(folder)})
     assert [r["status"] for r in results] == ["ok", "ok"], results
     url = course.install_url(**course.settings())
     assert (tmp_path / "pip.log").read_text() == f"install {url}\n", "pip got this release"
+
+
+def stop_line(path, found: str) -> str:
+    """What the install cell says where ``import helpers`` still finds release ``found``."""
+    url = course.install_url(**course.settings())
+    return (f"UsageError: {path} is helpers {found}, this notebook needs {course.version()}: "
+            f"remove it or run %pip install {url}, then restart the runtime\n")
+
+
+def test_an_older_release_pip_did_not_replace_stops_naming_both_versions(tmp_path, fake_pip):
+    """pip exits 0 but this kernel still finds v0.1.0 (pip installed where it does not look)."""
+    folder, site, env = fake_pip
+    write(folder, "sitecustomize.py", NO_COURSE_HELPERS)
+    old = install_old_release(site)
+    [result] = run_cells([INSTALL], tmp_path, {**env, "FAKE_PIP": "nothing", **python_path(folder)})
+    assert (tmp_path / "pip.log").exists(), "pip never ran"
+    assert result["status"] == "error" and result["traceback"] == [], result
+    assert result["stderr"] == stop_line(old, "0.1.0")
 
 
 def test_an_older_release_first_on_the_path_is_named_in_one_line(tmp_path, fake_pip):
@@ -290,14 +340,14 @@ def test_an_older_release_first_on_the_path_is_named_in_one_line(tmp_path, fake_
     old = write(tmp_path, "helpers/__init__.py", OLD_RELEASE)
     [result] = run_cells([INSTALL], tmp_path, {**env, "FAKE_PIP": "install", **python_path(folder)})
     assert result["status"] == "error" and result["traceback"] == [], result
-    assert result["stderr"] == f"UsageError: {old}, another release, comes first: remove it\n"
+    assert result["stderr"] == stop_line(old, "0.1.0")
 
 
 def test_an_older_release_already_imported_asks_for_a_restart(tmp_path, fake_pip):
     """pip would replace its files, but the kernel keeps the modules it imported."""
     folder, site, env = fake_pip
     write(folder, "sitecustomize.py", NO_COURSE_HELPERS)
-    old = write(site, "helpers/__init__.py", OLD_RELEASE)
+    old = install_old_release(site)
     results = run_cells(["import helpers", INSTALL], tmp_path,
                         {**env, "FAKE_PIP": "install", **python_path(folder)})
     assert results[1]["status"] == "error" and results[1]["traceback"] == [], results

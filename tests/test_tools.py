@@ -151,12 +151,12 @@ def test_clean_writes_the_install_cell_as_tools_course_has_it():
     install = next(c for c in cleaned["cells"] if c["cell_type"] == "code")
     assert "".join(install["source"]) == course.install_cell("new/home", "v2")
     assert install["metadata"] == course.INSTALL_METADATA  # a form; no input on the site
-    assert '"git+https://github.com/new/home.git@v2")' in install_cell_of("new/home")
+    assert 'url = "git+https://github.com/new/home.git@v2"\n' in install_cell_of("new/home")
     longest = course.install_cell("an-organisation-with-a-long-name/fast-tf-course-fork",
                                   "0123456789abcdef0123456789abcdef01234567")
     assert max(map(len, longest.splitlines())) <= 100, "ruff's line length, after `make set-repo`"
-    command = longest.split('pip install "\n')[1].split(")")[0]  # the split URL, rejoined
-    pieces = re.findall(r'^ +"([^"]*)"', command, re.MULTILINE)
+    command = longest.split("url = (")[1].split(")")[0]  # the split URL, rejoined
+    pieces = re.findall(r'"([^"]*)"', command)
     assert "".join(pieces) == course.install_url(
         "an-organisation-with-a-long-name/fast-tf-course-fork",
         "0123456789abcdef0123456789abcdef01234567")
@@ -374,19 +374,26 @@ def test_a_reference_in_the_docs_that_names_nothing_fails(tmp_path, monkeypatch,
                      "make gone"}
 
 
-def test_readmes_parameter_table_is_checked_against_the_notebooks(monkeypatch, capsys, tmp_path):
-    assert check.parameter_table() == 0, capsys.readouterr().out
+def test_readmes_parameter_table_is_generated_from_the_parameters_cells(monkeypatch, capsys,
+                                                                        tmp_path):
+    """`python -m tools.check parameters` writes it; the check names the first row that differs."""
+    assert check.parameter_table(["--check"]) == 0, capsys.readouterr().out
     readme = (course.ROOT / "README.md").read_text()
-    changed = readme.replace("| 05 | `epochs` | `50` |", "| 05 | `epochs` | `5` |")
-    changed = changed.replace("| 08 | `open_ports` |", "| 08 | `open_port` |")
-    assert changed.count("|") == readme.count("|") and changed != readme
+    row = ("| 05 | `epochs` | `int` | `50` | "
+           "epochs in total; a resumed run continues up to this count |")
+    assert row in readme, "05's `epochs: int = 50  # epochs in total; ...`"
+    last = check.parameter_rows()[-1]
     monkeypatch.setattr(check, "ROOT", tmp_path)
-    (tmp_path / "README.md").write_text(changed)
-    monkeypatch.setattr(check, "notebook_text", lambda path: course.notebook_text(path))
-    assert check.parameter_table() == 1
-    out = capsys.readouterr().out
-    assert "05 `epochs` the default [5], the notebook [50]" in out
-    assert "lacks 08 `open_ports`" in out and "has 08 `open_port`" in out
+    for changed, have, want in [(readme.replace(row, row.replace("`50`", "`5`")),
+                                 row.replace("`50`", "`5`"), row),
+                                (readme.replace(last + "\n", ""), "(no row)", last)]:
+        (tmp_path / "README.md").write_text(changed)
+        assert check.parameter_table(["--check"]) == 1
+        assert capsys.readouterr().out == (
+            f"README's parameter table has\n  {have}\nwhere the notebooks' parameters cells give"
+            f"\n  {want}\nRun `python -m tools.check parameters`.\n")
+        assert check.main(["parameters"]) == 0
+        assert (tmp_path / "README.md").read_text() == readme
 
 
 @pytest.mark.parametrize("path", course.notebook_paths(), ids=lambda p: p.stem)

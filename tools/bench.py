@@ -19,6 +19,8 @@ from helpers.timing import measure
 from tools.course import BUILD, NOTEBOOKS, ROOT, worker_script
 from tools.gpu_check import table
 
+TPU_PYTHON = ROOT / ".venv-tpu" / "bin" / "python"  # the TPU stack's (make venv-tpu): torch_xla
+
 
 def record(name, device, metric, value, unit, baseline=None, baseline_value=None) -> dict:
     """One benchmark result; ``ratio`` is value / baseline_value where there is a baseline."""
@@ -231,12 +233,6 @@ print(json.dumps({"images_per_s": batch / steady_state(seconds, warmup=3),
 """
 
 
-def tpu_python() -> Path | None:
-    """The TPU stack's interpreter (`make venv-tpu`), where torch_xla is installed."""
-    python = ROOT / ".venv-tpu" / "bin" / "python"
-    return python if python.exists() else None
-
-
 def bench_keras_jax(images: int = 8192, global_batch: int = 256, epochs: int = 3,
                     steps_per_execution: int = 8) -> list:
     """``keras_jax_vs_tf_fit``: notebook 06's classifier, Keras on JAX against on TF."""
@@ -266,9 +262,9 @@ def bench_dcgan_engines(batch_size: int = 256, repeats: int = 10) -> list:
         tf_rate = measure(lambda: step(images), repeats=repeats, work=batch_size).rate
     baseline = f"TensorFlow {tf.__version__}: notebook 04's step, same batch, same run"
     records = []
-    for name, code, python in [("keras_jax", JAX_DCGAN, sys.executable),
-                               ("pytorch_xla", XLA_DCGAN, tpu_python())]:
-        if python is None:
+    for name, code, python in [("keras_jax", JAX_DCGAN, Path(sys.executable)),
+                               ("pytorch_xla", XLA_DCGAN, TPU_PYTHON)]:
+        if not python.exists():
             print(f"dcgan_step_{name}_vs_tf: skipped, no .venv-tpu (make venv-tpu)")
             continue
         run = _child(code, (batch_size, repeats), python=str(python))

@@ -1,14 +1,15 @@
 """Every check of the notebooks' form (:data:`CHECKS`), in one process; status 1 if one failed."""
 
 import ast
-import json
 import re
 import sys
 import time
+from itertools import zip_longest
 from pathlib import Path
 
-from tools import compat, course_map, exercises, lessons, nbcheck, nbclean, shown
-from tools.course import ROOT, notebook_paths, notebook_text
+from tools import compat, course_map, exercises, lessons, nbcheck, shown
+from tools.course import ROOT, notebook_json, notebook_paths, write_between
+from tools.gpu_check import table
 
 #: The docs: each `helpers.x.y`, `tools.x` (in backquotes or not) and `make x` there must exist.
 DOCS = ["README.md", "CHANGELOG.md", "docs/instructor_notes.md", "docs/maintainers.md",
@@ -59,51 +60,53 @@ def references(argv: list[str] | None = None) -> int:
     return 1 if stale else 0
 
 
-ROW = re.compile(r"^\| (\d\d) \| `(\w+)` \| ([^|]*) \|", re.M)  # README's | 04 | `epochs` | `50` |
+START, END = "<!-- parameters: begin -->", "<!-- parameters: end -->"  # README's table
 
 
-def _defaults(node: ast.expr) -> list:
-    """The values a parameter's default can take: one, or each branch of ``a if x else b``."""
-    if isinstance(node, ast.IfExp):
-        return _defaults(node.body) + _defaults(node.orelse)
-    return [ast.literal_eval(node)]
+def parameter_rows() -> list[str]:
+    """README's parameter table: a row per parameter of each notebook's parameters cell, as
+    `papermill --help-notebook` reads it (name, type, default, comment)."""
+    from papermill.translators import PythonTranslator  # heavy: only this check needs it
+
+    rows = []
+    for path in notebook_paths():
+        cells = notebook_json(path)["cells"]
+        cell = next(c for c in cells if "parameters" in c["metadata"].get("tags", []))
+        rows += [[path.stem[:2], f"`{p.name}`", f"`{p.inferred_type_name}`", f"`{p.default}`",
+                  p.help] for p in PythonTranslator.inspect({"source": "".join(cell["source"])})]
+    return table(["Notebook", "Parameter", "Type", "Default", "What it is"], rows)
 
 
 def parameter_table(argv: list[str] | None = None) -> int:
-    """README's parameter table: a row per notebook parameter, with its default(s), no more."""
-    documented = {(nb, name): [ast.literal_eval(v) for v in re.findall(r"`([^`]*)`", column)]
-                  for nb, name, column in ROW.findall((ROOT / "README.md").read_text())}
-    actual = {}
-    for path in notebook_paths():
-        cells = json.loads(notebook_text(path))["cells"]
-        cell = next(c for c in cells if "parameters" in c["metadata"].get("tags", []))
-        for node in ast.parse("".join(cell["source"])).body:
-            if isinstance(node, ast.AnnAssign):  # `name: type = value`, as tools.nbcheck requires
-                actual[(path.stem[:2], node.target.id)] = _defaults(node.value)
-    problems = [f"README's parameter table lacks {nb} `{name}`" for nb, name in actual
-                if (nb, name) not in documented]
-    problems += [f"README's parameter table has {nb} `{name}`, which the notebook has not"
-                 for nb, name in documented if (nb, name) not in actual]
-    problems += [f"README gives {nb} `{name}` the default {documented[nb, name]}, the notebook "
-                 f"{values}" for (nb, name), values in actual.items()
-                 if (nb, name) in documented
-                 and sorted(map(repr, documented[nb, name])) != sorted(map(repr, values))]
-    for problem in problems:
-        print(problem)
-    return 1 if problems else 0
+    """Write README's parameter table (``python -m tools.check parameters``); ``--check``: fail,
+    naming the first row that differs, where README's is not what this would write."""
+    rows, readme = parameter_rows(), ROOT / "README.md"
+    if not argv:
+        write_between(readme, START, END, "\n".join(rows))
+        return 0
+    shown = readme.read_text().partition(START + "\n")[2].partition("\n" + END)[0]
+    for have, want in zip_longest(shown.splitlines(), rows, fillvalue="(no row)"):
+        if have != want:
+            print(f"README's parameter table has\n  {have}\nwhere the notebooks' parameters "
+                  f"cells give\n  {want}\nRun `python -m tools.check parameters`.")
+            return 1
+    return 0
 
 
 CHECKS = [
-    ("nbclean --check", nbclean.main, ["--check"]), ("nbcheck", nbcheck.main, []),
+    ("nbcheck", nbcheck.main, []),
     ("lessons --check", lessons.main, ["--check"]), ("shown", shown.main, []),
     ("exercises --check", exercises.main, ["--check"]),
     ("course_map readme --check", course_map.main, ["readme", "--check"]),
     ("compat readme --check", compat.main, ["readme", "--check"]),
-    ("check.references", references, []), ("check.parameter_table", parameter_table, []),
+    ("check.references", references, []),
+    ("check.parameter_table --check", parameter_table, ["--check"]),
 ]
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    if (sys.argv[1:] if argv is None else argv) == ["parameters"]:  # write README's table
+        return parameter_table()
     failed = []
     for name, check, argv in CHECKS:
         start = time.perf_counter()

@@ -6,8 +6,6 @@
 ``set`` rewrites requirements-compat.txt's pins (CPU builds), then README's versions table.
 """
 
-from __future__ import annotations
-
 import argparse
 import re
 import sys

@@ -1,8 +1,6 @@
 """The course's settings (``[tool.course]`` in pyproject.toml), its notebooks and their readers,
 and the papermill parameter profiles (``notebooks/profiles.toml``)."""
 
-from __future__ import annotations
-
 import importlib.util
 import json
 import re
@@ -45,54 +43,50 @@ def install_url(repository: str, ref: str) -> str:
     return f"git+https://github.com/{repository}.git@{ref}"
 
 
-#: The first code cell of every notebook (a TPU notebook's second): it installs the release whose
-#: version its helpers/__init__.py names, unless Python already finds that one.
+#: The first code cell of every notebook (a TPU notebook's second): unless pip's metadata records
+#: pyproject.toml's version and no other, it installs that release; then it imports what Python
+#: finds and checks its version. Each check that fails stops in one line.
 INSTALL_CELL = """\
 #@title Set up: install the course's helpers { display-mode: "form" }
-import importlib.util
 import re
 import subprocess
 import sys
+from importlib import import_module, metadata, util
 
 from IPython.core.error import UsageError
 
-version = "<version>"  # this notebook's release of the course's helpers
+release = "<version>"  # this notebook's release of the course's helpers
+url = <url>
 imported = sys.modules.get("helpers")  # by an earlier cell: pip would not replace it
-if imported and getattr(imported, "__version__", "") != version:
+if imported and getattr(imported, "__version__", "") != release:
     raise UsageError(f"This kernel imported {imported.__file__}: restart the runtime first")
-found = importlib.util.find_spec("helpers")
-text = open(found.origin).read() if found else ""
-if found and "fast-tf-course" not in text:
+found = util.find_spec("helpers")
+if found and "fast-tf-course" not in open(found.origin).read():
     raise UsageError(f"{found.origin} hides the course's helpers")
-if f'__version__ = "{version}"' not in text:  # missing, or another release
-    pip = subprocess.getoutput(f"{sys.executable} -m pip install "
-<url>)
+if {d.version for d in metadata.distributions(name="fast-tf-course-helpers")} != {release}:
+    pip = subprocess.getoutput(f"{sys.executable} -m pip install {url}")
     failed = re.findall(r"(?m)^ *(fatal.*|ERROR(?!: pip).*|error: p.*)", pip)
     if failed:
         raise UsageError(failed[0])
-    found = importlib.util.find_spec("helpers")
-    if f'__version__ = "{version}"' not in open(found.origin).read():
-        raise UsageError(f"{found.origin}, another release, comes first: remove it")
+helpers = import_module("helpers")
+if helpers.__version__ != release:  # a copy earlier on the path, or pip installed elsewhere
+    raise UsageError(f"{helpers.__file__} is helpers {helpers.__version__}, this notebook needs "
+                     f"{release}: remove it or run %pip install {url}, then restart the runtime")
 """
 INSTALL_METADATA = {"cellView": "form", "jupyter": {"source_hidden": True},
                     "tags": ["remove-input"]}  # a form on Colab, hidden in Jupyter, on the site
 
 
 def version() -> str:
-    """The course's version (pyproject.toml), which helpers/__init__.py names too."""
+    """The course's version (pyproject.toml's, which ``helpers.__version__`` reads installed)."""
     return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
 
 
 def install_cell(repository: str, ref: str) -> str:
-    indent = " " * len('    pip = subprocess.getoutput(')
-    lines, line = [], indent + '"'
-    for piece in ("git+https://github.com/", f"{repository}.git", f"@{ref}"):
-        if len(line) + len(piece) + len('")') > 100:  # a long name, a commit: split the string
-            lines.append(line + '"')
-            line = indent + '"'
-        line += piece
-    url = "\n".join([*lines, line + '"'])
-    return INSTALL_CELL.replace("<version>", version()).replace("<url>)", url + ")")
+    url = f'"{install_url(repository, ref)}"'
+    if len(f"url = {url}") > 100:  # a long name, a commit: the string on two lines
+        url = f'("git+https://github.com/{repository}.git"\n       "@{ref}")'
+    return INSTALL_CELL.replace("<version>", version()).replace("<url>", url)
 
 
 def notebook_paths(folder: Path = NOTEBOOKS) -> list[Path]:
@@ -153,18 +147,8 @@ def write_between(path: Path, start: str, end: str, body: str, check: bool = Fal
     return True
 
 
-def notebook_text(path: Path) -> str:
-    return Path(path).read_text(encoding="utf-8")
-
-
 def notebook_json(path: Path) -> dict:
-    return json.loads(notebook_text(path))
-
-
-def read_notebook(path: Path):
-    import nbformat  # noqa: PLC0415  (the launcher of make gpu-check has none: a bare python3)
-
-    return nbformat.reads(notebook_text(path), as_version=4)
+    return json.loads(Path(path).read_text(encoding="utf-8"))
 
 
 WRITEFILE = re.compile(r"^%%writefile(?:\s+-a)?\s+\S*worker\S*\s*$")
@@ -173,7 +157,7 @@ WRITEFILE = re.compile(r"^%%writefile(?:\s+-a)?\s+\S*worker\S*\s*$")
 def worker_script(notebook) -> str:
     """The worker script 08's ``%%writefile {worker_py}`` cells write, for the tests and bench."""
     parts = []
-    for cell in notebook_json(Path(notebook))["cells"]:
+    for cell in notebook_json(notebook)["cells"]:
         first, _, body = "".join(cell["source"]).partition("\n")
         if cell["cell_type"] == "code" and WRITEFILE.match(first):
             parts.append(body.rstrip("\n") + "\n")

@@ -11,7 +11,9 @@ import sys
 from datetime import date
 from pathlib import Path
 
-from tools.course import BUILD, ROOT, notebook_paths, read_notebook, write_between
+import nbformat
+
+from tools.course import BUILD, ROOT, notebook_paths, write_between
 from tools.gpu_check import Runner, table
 
 RECORDS = ROOT / "docs" / "measured_times.json"
@@ -82,14 +84,14 @@ def cell(record: dict | None) -> str:
 
 def prerequisites(path: Path) -> str:
     """The notebooks a notebook's "**Prerequisites:**" line names, e.g. "01, 02"."""
-    intro = "\n".join(c.source for c in read_notebook(path).cells[:3])
+    intro = "\n".join(c.source for c in nbformat.read(path, as_version=4).cells[:3])
     found = re.search(r"^\*\*Prerequisites:\*\* (.+)$", intro, re.MULTILINE)
     return ", ".join(sorted(set(re.findall(r"\b(\d\d)\b", found[1]))) if found else []) or "none"
 
 
 def title(path: Path) -> str:
     """A notebook's H1 title, up to its colon: "Runtime check", "DCGAN on a GPU"."""
-    first = read_notebook(path).cells[0].source.split("\n", 1)[0]
+    first = nbformat.read(path, as_version=4).cells[0].source.split("\n", 1)[0]
     return first.lstrip("# ").split(":", 1)[0].strip()
 
 
@@ -103,11 +105,10 @@ def course_map(records: dict) -> str:
              if (r := records.get(p, {}).get(path.stem))]
     where = "; ".join(sorted({r["machine"] for r in shown})) or "nowhere yet"
     when = ", ".join(sorted({r["date"] for r in shown})) or "never"
-    every = [r for p in PROFILES for r in records.get(p, {}).values()]
-    loads = sorted(r["load_at_start"] for r in every if "load_at_start" in r)
+    loads = sorted(r["load_at_start"] for r in shown if "load_at_start" in r)
     busy = (f" The machine's load average as each started ranged from {loads[0]} to "
             f"{loads[-1]}." if loads else "")
-    if any(r.get("offline") for r in every):
+    if any(r.get("offline") for r in shown):
         busy += (" Measured offline (`COURSE_OFFLINE=1`), where bundled data sets stand in for "
                  "MNIST and CIFAR-10: smaller, so the full profile trains on fewer images than "
                  "it does on Colab.")

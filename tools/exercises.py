@@ -17,7 +17,7 @@ from pathlib import Path
 import nbformat
 
 from helpers.exercises import load_checks
-from tools.course import BUILD, ROOT, notebook_paths, read_notebook, write_between
+from tools.course import BUILD, ROOT, notebook_paths, write_between
 
 SOLUTIONS = ROOT / "solutions"
 NOTES = ROOT / "docs" / "instructor_notes.md"
@@ -47,7 +47,7 @@ def exercise_cells(nb) -> list[tuple[int, str, str]]:
 
 
 def solution_notebook(path: Path):
-    solved, blocks = read_notebook(path), solution_blocks(path)  # read_notebook: a copy
+    solved, blocks = nbformat.read(path, as_version=4), solution_blocks(path)  # read afresh
     for index, id, _ in exercise_cells(solved):
         solved.cells[index].source = blocks[id].source
     return solved
@@ -90,7 +90,7 @@ def undefined_names(nb, index: int, solution: str) -> list[str]:
 def problems(paths: list[Path] | None = None) -> list[str]:
     registry, found, seen = load_checks(), [], set()
     for path in paths or notebook_paths():
-        nb, name, solutions = read_notebook(path), path.name, f"{path.stem}.py"
+        nb, name, solutions = nbformat.read(path, as_version=4), path.name, f"{path.stem}.py"
         cells = exercise_cells(nb)
         ids, number, (low, high) = [id for _, id, _ in cells], path.stem[:2], PER_NOTEBOOK
         if not low <= len(ids) <= high:
@@ -132,7 +132,7 @@ def exercise_list(counts: dict[str, str]) -> str:
     """The notes' table of ``counts`` (``{id: "right/wrong"}``), then each exercise's check."""
     registry, lines, rows = load_checks(), [], ["| notebook | right / wrong answers |", "|---|---|"]
     for path in notebook_paths():
-        cells = exercise_cells(read_notebook(path))
+        cells = exercise_cells(nbformat.read(path, as_version=4))
         rows.append(f"| {path.stem[:2]} | {', '.join(f'{i}: {counts[i]}' for _, i, _ in cells)} |")
         lines.append(f"\n**[{path.stem}](../notebooks/{path.name}#exercises)** "
                      f"([solutions](../solutions/{path.stem}.py))\n")

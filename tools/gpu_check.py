@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 import xml.etree.ElementTree as ET
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -24,14 +25,22 @@ from tools import course
 
 ROOT = course.ROOT
 GPU_VENV = ROOT / ".venv-gpu"
-#: The unit tests whose assertions branch on the device (a CPU runs only these, without --full).
+#: The unit tests whose assertions branch on the device (a CPU runs only these).
 DEVICE_TESTS = [f"tests/test_{name}.py"
                 for name in ("environment", "devices", "migrations", "roofline", "logs")]
 ALL_UNIT_TESTS = ["-m", "not notebooks and not site and not tpu and not bench"]  # make unit's
 CPU_NOTEBOOKS = ["01_runtime_check"]
-BENCHMARKS = {"cpu": ["matmul"], "gpu": ["matmul", "dcgan"],  # the headline records; --full: more
-              "full": ["matmul", "dcgan", "tfdata", "scaling"]}
+BENCHMARKS = {"cpu": ["matmul"], "gpu": ["matmul", "dcgan"]}  # the headline records
 NO_GPU = "no GPU: nvidia-smi lists none, so the CUDA build is not installed"
+#: `make gpu-wheels`: Keras and the notebook tools, for an image without TensorFlow or a network
+WHEELS = course.BUILD / "gpu-wheels"
+IMAGE_NOTEBOOKS = ["09_tpu_keras_jax"]  # Keras on JAX: what such an image runs
+NO_TF = "no TensorFlow on this image, and no network to install it"
+NO_TORCH_STEP = "tools.bench has none (its PyTorch step is PyTorch/XLA's, against TensorFlow's)"
+#: JAX started before 09's first cell, whose JAX_PLATFORMS=cpu then cannot hide the GPU
+JAX_FIRST = "import jax  # noqa: F401  (make gpu-check, an IPython startup file)\n"
+#: This Python's packages, for a venv (--system-site-packages misses them where it is a venv)
+SITE_PTH = "import site, sys; open(sys.argv[1], 'w').write('\\n'.join(site.getsitepackages()))"
 #: Offline data, no plots on screen, GPU memory taken as needed (so workers share one GPU).
 STAGE_ENV = {"COURSE_OFFLINE": "1", "MPLBACKEND": "Agg", "TF_FORCE_GPU_ALLOW_GROWTH": "true"}
 LAST_START_S = 10  # no command starts with fewer seconds of the budget left
@@ -56,6 +65,7 @@ class Check:
     tests: dict = field(default_factory=dict)  # junit_counts
     notebooks: list[dict] = field(default_factory=list)
     bench: list[dict] = field(default_factory=list)
+    not_run: dict = field(default_factory=dict)  # what was not run here, and why
 
     @property
     def ok(self) -> bool:
@@ -79,12 +89,10 @@ def headline(records: list[dict]) -> list[str]:
     lines = [f"- DCGAN step on {r['device']}: {r['value']:,.0f} images/s ({r['metric']}), "
              f"{r['ratio']:.2f}x the TF tutorial's step ({r['baseline_value']:,.0f} images/s)"
              for r in records if r["name"] == "dcgan_vs_tutorial" and r.get("ratio")]
-    best: dict[tuple, dict] = {}
-    for r in records:
-        if r["name"].startswith("matmul_roofline_") and "CPU" not in r["device"]:
-            key = (r["device"], r["metric"].split()[2])  # "median TFLOP/s, <dtype> NxN"
-            if key not in best or r["value"] > best[key]["value"]:
-                best[key] = r
+    matmuls = [r for r in records
+               if r["name"].startswith("matmul_roofline_") and "CPU" not in r["device"]]
+    best = {(r["device"], r["metric"].split()[2]): r  # "median TFLOP/s, <dtype> NxN"
+            for r in sorted(matmuls, key=lambda r: r["value"])}  # the fastest last, so kept
     for (device, dtype), r in best.items():
         peak = r.get("baseline_value")
         against = (f", {r['value'] / peak:.0%} of the published peak ({peak:g} TFLOP/s)" if peak
@@ -101,8 +109,12 @@ def report_markdown(check: Check) -> str:
     if rt := check.runtime:
         build = (f"CUDA {rt.get('cuda')}, cuDNN {rt.get('cudnn')}" if rt.get("cuda_build")
                  else "CPU-only build")
-        gpus = "; ".join(rt.get("gpus") or []) or "none"
-        lines.append(f"TensorFlow {rt.get('tensorflow')} ({build}); GPUs it sees: {gpus}")
+        engine = (f"JAX {rt['jax']}" if "jax" in rt
+                  else f"TensorFlow {rt.get('tensorflow')} ({build})")
+        lines.append(f"{engine}; GPUs it sees: {'; '.join(rt.get('gpus') or []) or 'none'}")
+    if check.not_run:
+        lines += ["", "## Not run", "", *[f"- {part}: {why}"
+                                          for part, why in check.not_run.items()]]
     if found := headline(check.bench):
         lines += ["", "## What this device does", "", *found]
     lines += ["", "## Stages", "", *table(["stage", "status", "seconds", "detail"], [
@@ -123,6 +135,7 @@ def report_markdown(check: Check) -> str:
                else f"nothing failed; the budget left unfinished: {unfinished}" if unfinished
                else "dry run: planned, nothing installed or run"
                if any(s.status == "planned" for s in check.stages) else "all stages passed")
+    verdict += f"; not run: {', '.join(check.not_run)}" if check.not_run else ""
     return "\n".join(lines + ["", f"Result: {verdict}.", ""])
 
 
@@ -131,14 +144,6 @@ def write_report(check: Check, out: Path) -> Path:
     (out / "report.json").write_text(json.dumps(asdict(check), indent=1) + "\n")
     (out / "report.md").write_text(report_markdown(check))
     return out / "report.md"
-
-
-def gpu_requirements(text: str) -> str:
-    """requirements.txt with ``tensorflow-cpu==V`` swapped for ``tensorflow[and-cuda]==V``."""
-    pattern = re.compile(r"^tensorflow-cpu\s*==\s*(\S+)\s*$", re.MULTILINE)
-    if not pattern.search(text):
-        raise ValueError("requirements.txt pins no tensorflow-cpu==<version> to swap")
-    return pattern.sub(lambda m: f"tensorflow[and-cuda]=={m.group(1)}", text)
 
 
 def junit_counts(path: Path) -> dict:
@@ -174,6 +179,31 @@ def detect_gpus() -> list[str]:
     return [f"{r[0]} (driver {r[1]}, {r[2]} MiB)" for r in rows if ok and len(r) == 3]
 
 
+def tensorflow_missing(venv: Path) -> str:
+    """:data:`NO_TF` where pip's index does not answer and no Python here imports TensorFlow."""
+    index = os.environ.get("PIP_INDEX_URL", "https://pypi.org/simple/")
+    with contextlib.suppress(OSError, ValueError):  # no network, no such host, a bad URL
+        urllib.request.urlopen(urllib.request.Request(index, method="HEAD"), timeout=10)
+        return ""
+    pythons = [p for p in (Path(sys.executable), venv / "bin" / "python") if p.exists()]
+    codes = [subprocess.run([p, "-c", "import tensorflow"], capture_output=True).returncode
+             for p in pythons]
+    return "" if 0 in codes else NO_TF
+
+
+def image_steps(venv: Path, wheels: Path) -> tuple[list, str]:
+    """A venv on this Python's own packages (its JAX) and ``wheels``, installed with no index."""
+    pins, here = wheels / "requirements.txt", f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    if not pins.exists():
+        return [], f"no {pins}: run `make gpu-wheels` where PyPI answers, and bring the folder"
+    pth = venv / "lib" / here / "site-packages" / "image.pth"
+    pip = [sys.executable, "-m", "pip", "--python", venv / "bin" / "python", "install", "-q"]
+    return [[sys.executable, "-m", "venv", "--clear", "--without-pip", "--system-site-packages",
+             venv], [sys.executable, "-c", SITE_PTH, pth],
+            [*pip, "--no-index", "--find-links", wheels, "-r", pins, "--no-build-isolation",
+             "-e", ROOT]], f"this Python's own packages, and the wheels in {wheels} (no index)"
+
+
 def descendants(pid: int) -> list[int]:
     children: dict[int, list[int]] = {}
     for entry in Path("/proc").glob("[0-9]*"):
@@ -206,7 +236,7 @@ class Runner:
             return "not run", "", 0.0
         path = self.out / "logs" / f"{log}.log"
         path.parent.mkdir(parents=True, exist_ok=True)
-        start, status = time.monotonic(), "stopped"
+        start = time.monotonic()
         with open(path, "w") as output:
             child = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, **self.env},
                                      stdin=subprocess.DEVNULL, stdout=output,
@@ -215,27 +245,32 @@ class Runner:
                 code = child.wait(timeout=max(1.0, self.deadline - time.monotonic()))
                 status = "passed" if code == 0 else "failed"
             except subprocess.TimeoutExpired:
+                status = "stopped"
                 stray = descendants(child.pid)  # a notebook's kernel runs in a session of its own
                 os.killpg(child.pid, signal.SIGKILL)
                 for pid in stray:
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGKILL)
                 child.wait()
-        if status == "stopped":
-            with open(path, "a") as output:
                 output.write(f"\n[stopped by the budget after {time.monotonic() - start:.0f} s]\n")
         return status, path.read_text(errors="replace"), time.monotonic() - start
 
 
-def environment(mode: str, run: Runner, check: Check) -> Path:
-    """``.venv-gpu`` (again only when the pins change), or ``.venv``; returns its Python."""
+def environment(mode: str, run: Runner, check: Check, wheels: Path | None = None) -> Path:
+    """``.venv-gpu`` (again only when the pins change), ``.venv``, or with ``wheels`` (without
+    TensorFlow) a venv in the output folder; returns its Python."""
     start, venv = time.monotonic(), GPU_VENV if mode == "gpu" else ROOT / ".venv"
+    venv = run.out / "venv" if wheels else venv
     python, stamp, wanted, steps = venv / "bin" / "python", venv / ".installed", None, []
-    if mode == "cpu":
+    if wheels:
+        steps, detail = image_steps(venv, wheels)
+    elif mode == "cpu":
         steps = [["make", "--no-print-directory", "venv"]]
         detail = ".venv (CPU TensorFlow, from requirements.txt)"
     else:
-        requirements = gpu_requirements((ROOT / "requirements.txt").read_text())
+        # tensorflow-cpu swapped for the CUDA build at its version (a probe sees none without)
+        requirements = re.sub(r"(?m)^tensorflow-cpu==", "tensorflow[and-cuda]==",
+                              (ROOT / "requirements.txt").read_text())
         pins = requirements + (ROOT / "pyproject.toml").read_text()
         wanted = hashlib.sha256(pins.encode()).hexdigest()
         detail = ".venv-gpu (tensorflow[and-cuda] at the pinned version)"
@@ -251,7 +286,7 @@ def environment(mode: str, run: Runner, check: Check) -> Path:
             steps = [[sys.executable, "-m", "venv", venv],
                      [python, "-m", "pip", "install", "-q", f"uv=={uv_version}"],
                      [*uv, "-r", pinned], [*uv, "--no-deps", "-e", ROOT]]
-    status, output = "passed", ""
+    status, output = "failed" if wheels and not steps else "passed", ""
     for number, step in enumerate(steps):
         status, output, _ = run(step, f"environment-{number}")
         if status not in ("passed", "planned"):
@@ -260,15 +295,16 @@ def environment(mode: str, run: Runner, check: Check) -> Path:
         stamp.write_text(wanted)
     if status in ("failed", "stopped") and output.strip():
         detail += ": " + output.strip().splitlines()[-1][:200]
-    check.environment = str(venv.relative_to(ROOT))
+    check.environment = str(venv.relative_to(ROOT) if venv.is_relative_to(ROOT) else venv)
     check.stages.append(Stage("environment", status, time.monotonic() - start, detail))
     return python
 
 
-def probe(python: Path, run: Runner, check: Check) -> None:
-    status, output, seconds = run([python, "-m", "tools.gpu_check", "--child", "probe"], "probe")
-    check.runtime = last_json_line(output) or {}
-    detail = f"TensorFlow {check.runtime.get('tensorflow')}" if check.runtime else ""
+def probe(python: Path, run: Runner, check: Check, *engine: str) -> None:
+    cmd = [python, "-m", "tools.gpu_check", "--child", "probe", *engine]  # TensorFlow, or "jax"
+    status, output, seconds = run(cmd, "probe")
+    check.runtime = rt = last_json_line(output) or {}
+    detail = f"JAX {rt['jax']}" if "jax" in rt else f"TensorFlow {rt['tensorflow']}" if rt else ""
     detail = detail or ("" if status == "planned" else "see logs/probe.log")
     if status == "passed" and check.mode == "gpu" and not check.runtime.get("gpus"):
         status, detail = "failed", detail + ": nvidia-smi lists a GPU but it sees none (CUDA?)"
@@ -286,8 +322,6 @@ def bench(python: Path, run: Runner, check: Check, names: list[str]) -> None:
 
 def notebooks(python: Path, run: Runner, check: Check, names: list[str], jobs: int) -> None:
     start, build = time.monotonic(), run.out / "notebooks"
-    errors = {"stopped": "stopped by the budget", "not run": "the budget ran out first",
-              "failed": "the runner failed: see logs/{}.log"}
 
     def one(name: str) -> dict:
         cmd = [python, "-m", "tools.gpu_check", "--child", "notebook", name, build]
@@ -295,7 +329,7 @@ def notebooks(python: Path, run: Runner, check: Check, names: list[str], jobs: i
         found = last_json_line(output)
         return found if isinstance(found, dict) else {
             "notebook": name, "status": status, "seconds": seconds, "device": "",
-            "error": errors.get(status, "").format(name)}
+            "error": f"the runner failed: see logs/{name}.log" if status == "failed" else ""}
 
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         check.notebooks = list(pool.map(one, names))
@@ -333,7 +367,12 @@ def staged(run: Runner, check: Check, step, *args):
 
 def child(what: str, *args: str) -> None:
     """A stage's work in the environment's Python (``--child``): one JSON line."""
-    if what == "probe":
+    if what == "probe" and args:  # JAX's view, where there is no TensorFlow
+        import jax  # noqa: PLC0415
+
+        facts = {"jax": jax.__version__, "gpus": [d.device_kind for d in jax.devices()
+                                                  if d.platform == "gpu"]}
+    elif what == "probe":
         from helpers import devices  # noqa: PLC0415
         from helpers.logs import import_tensorflow  # noqa: PLC0415
 
@@ -354,10 +393,11 @@ def child(what: str, *args: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=course.BUILD / "gpu-check")
-    parser.add_argument("--full", action="store_true", help="on a CPU too: every part")
-    parser.add_argument("--jobs", type=int, default=0, help="parallel workers (default: auto)")
     parser.add_argument("--budget-s", type=float, default=540, help="the whole check's seconds")
     parser.add_argument("--dry-run", action="store_true", help="plan, install and run nothing")
+    parser.add_argument("--without-tensorflow", action="store_true", help="run only what needs "
+                        "no TensorFlow (chosen where it can be neither imported nor installed)")
+    parser.add_argument("--wheels", type=Path, default=WHEELS, help="make gpu-wheels's folder")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -366,17 +406,30 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--budget-s={args.budget_s:g}: allowed: more than {LAST_START_S} seconds")
     gpus = detect_gpus()
     mode, device = ("gpu", "; ".join(gpus)) if gpus else ("cpu", NO_GPU)
-    print(f"GPU check: {device}" + ("" if gpus else "; running the CPU-safe parts"), flush=True)
+    why = ("asked (--without-tensorflow)" if args.without_tensorflow
+           else tensorflow_missing(GPU_VENV if gpus else ROOT / ".venv"))
+    print(f"GPU check: {device}" + ("" if gpus else "; running the CPU-safe parts")
+          + (f"; without TensorFlow: {why}" if why else ""), flush=True)
     check = Check(datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), mode, device)
-    jobs = args.jobs or max(1, min(4, (os.cpu_count() or 2) // 4))
-    full = args.full or mode == "gpu"
-    run = Runner(args.out.resolve(), args.budget_s, args.dry_run)
-    python = staged(run, check, environment, mode, run, check)
+    jobs = max(1, min(4, (os.cpu_count() or 2) // 4))  # notebooks at once, pytest's workers
+    out = args.out.resolve()
+    pinned = [p.stem for p in course.stack_notebooks("pinned")]
+    stages = [(probe,), (bench, BENCHMARKS[mode]),
+              (notebooks, pinned if gpus else CPU_NOTEBOOKS, jobs),
+              (unit_tests, ALL_UNIT_TESTS if gpus else DEVICE_TESTS, jobs)]
+    if why:
+        startup = out / "ipython" / "profile_default" / "startup" / "00-jax.py"
+        startup.parent.mkdir(parents=True, exist_ok=True)
+        startup.write_text(JAX_FIRST)
+        tf_parts = [f"notebooks {', '.join(n[:2] for n in pinned)}", "the unit tests",
+                    "tools.bench (each record times TensorFlow)"]
+        check.not_run = {**dict.fromkeys(tf_parts, why), "DCGAN step in PyTorch": NO_TORCH_STEP}
+        stages = [(probe, "jax"), (notebooks, IMAGE_NOTEBOOKS, 1)]
+    run = Runner(out, args.budget_s, args.dry_run, env={**STAGE_ENV, "IPYTHONDIR": str(
+        out / "ipython")})  # the kernels' IPython profile: the check's own
+    python = staged(run, check, environment, mode, run, check, args.wheels if why else None)
     if check.stages[-1].status in ("passed", "planned"):
-        names = [p.stem for p in course.stack_notebooks("pinned")] if full else CPU_NOTEBOOKS
-        for step, *more in [(probe,), (bench, BENCHMARKS["full" if args.full else mode]),
-                            (notebooks, names, jobs),
-                            (unit_tests, ALL_UNIT_TESTS if full else DEVICE_TESTS, jobs)]:
+        for step, *more in stages:
             staged(run, check, step, python, run, check, *more)
     path = write_report(check, run.out)
     print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")

@@ -1,9 +1,4 @@
-"""Check every notebook against the course's conventions (docs/maintainers.md, stage 2).
-
-    python -m tools.nbcheck [NOTEBOOK ...]
-"""
-
-from __future__ import annotations
+"""Check every notebook against the course's conventions (docs/maintainers.md, stage 2)."""
 
 import ast
 import json
@@ -151,16 +146,16 @@ def _check_parameters(cells, index, stem, known_profiles) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    paths = [Path(p) for p in (sys.argv[1:] if argv is None else argv)] or course.notebook_paths()
+    paths = course.notebook_paths()
     conf, known = course.settings(), course.profiles()
     failed = 0
     for path in paths:
-        problems = check_notebook(path, course.notebook_text(path), conf, known)
+        problems = check_notebook(path, path.read_text(encoding="utf-8"), conf, known)
         failed += bool(problems)
         for problem in problems:
             print(f"{path}: {problem}")
     print(f"notebook check: {len(paths) - failed} passed, {failed} failed")
-    return 1 if failed or not paths else 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Store notebooks clean: no outputs, normalised metadata, badge and install URLs from settings.
 
-It also writes the install cell and folds the validation cell away; ``--check`` only reports.
+It also writes the install cell and folds the validation cell away.
 """
 
 import argparse
@@ -8,7 +8,6 @@ import copy
 import json
 import re
 import sys
-from pathlib import Path
 
 from tools import course
 
@@ -71,22 +70,14 @@ def dumps(nb: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="report, write nothing")
-    parser.add_argument("notebooks", nargs="*", type=Path)
-    args = parser.parse_args(argv)
-    conf, dirty = course.settings(), []
-    for path in args.notebooks or course.notebook_paths():
-        text = course.notebook_text(path)
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args(argv)
+    conf = course.settings()
+    for path in course.notebook_paths():
+        text = path.read_text(encoding="utf-8")
         cleaned = dumps(clean(json.loads(text), path.name, conf["repository"], conf["ref"]))
         if cleaned != text:
-            dirty.append(path)
-            print(f"{path}: {'would be cleaned' if args.check else 'cleaned'}")
-            if not args.check:
-                path.write_text(cleaned, encoding="utf-8")
-    if args.check and dirty:
-        print("Run `make clean-notebooks` and commit the result.", file=sys.stderr)
-        return 1
+            print(f"{path}: cleaned")
+            path.write_text(cleaned, encoding="utf-8")
     return 0
 
 

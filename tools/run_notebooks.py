@@ -5,8 +5,6 @@
 Into ``<build>/executed/``, ``html/`` and ``work/<name>/``; exit status 1 if one failed.
 """
 
-from __future__ import annotations
-
 import argparse
 import ast
 import copy

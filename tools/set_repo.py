@@ -6,9 +6,8 @@ cleans the notebooks). ``REF`` (default: ``v<version>``) is a release tag or a c
 
 import re
 import sys
-import tomllib
 
-from tools.course import ROOT, release_problem
+from tools.course import ROOT, release_problem, version
 
 README_LINK_RE = re.compile(r"(https://colab\.research\.google\.com/github/|https://github\.com/)"
                             r"[A-Za-z0-9-]+/[A-Za-z0-9._-]+?(/blob/[^/\s]+/|\.git@[^\s\"')`]+)")
@@ -43,7 +42,7 @@ def main(argv: list[str]) -> int:
         print(__doc__.splitlines()[0], file=sys.stderr)
         return 2
     path, readme = ROOT / "pyproject.toml", ROOT / "README.md"
-    ref = argv[1] if len(argv) > 1 else f"v{tomllib.loads(path.read_text())['project']['version']}"
+    ref = argv[1] if len(argv) > 1 else f"v{version()}"
     try:
         path.write_text(set_repo(path.read_text(), argv[0], ref))
     except ValueError as error:

@@ -40,11 +40,9 @@ def missing(nb: dict, wanted: dict) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("names", nargs="*", help="notebook stems; default: all")
-    args = parser.parse_args(argv)
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args(argv)
     lists = tomllib.loads(SHOWN_FILE.read_text())
-    paths = [p for p in notebook_paths() if not args.names or p.stem in args.names]
+    paths = notebook_paths()
     failed = 0
     for path in paths:
         gaps = [f"{path.name}: its code cells do not show {gap}"

@@ -126,9 +126,7 @@ def replace(folder: Path) -> None:
 
 def build(executed: Path, out: Path) -> Path:
     """Stage the pages and run Sphinx; warnings fail the build. Returns ``out/index.html``."""
-    if out.is_symlink():
-        raise SiteError(f"--out {out} is a link: nothing was deleted; give --out a folder")
-    if (why := workdirs.protected(out)) is not None:
+    if (why := "it is a link" if out.is_symlink() else workdirs.protected(out)) is not None:
         raise SiteError(f"--out {out}: {why}; nothing was deleted; give --out a folder of its own")
     out = out.resolve()
     source = out.with_name(out.name + "-src")
