@@ -1,12 +1,10 @@
 """Plumbing of notebook 06 (data parallel), reused by 08, 09 and 10."""
 
-import numpy as np
-
 from helpers.devices import accelerator_rule
 from helpers.models import replica_classifier
 from helpers.params import all_of, check, enough_images, folder, integer, one_of, validate
 from helpers.timing import epoch_timer, steady_state
-from helpers.yardstick import distance, flat
+from helpers.yardstick import flat
 
 
 def expected_replicas(accelerator: object, logical_devices: object, gpus: int, tpu_usable: bool):
@@ -74,22 +72,6 @@ def classifier_step_results(runs: dict, x, y, synchronized: bool = True) -> dict
         results[name] = {"loss": history.history["loss"][-1],
                          "update": flat(model.get_weights()) - flat(start)}
     return results
-
-
-def largest_difference(results: dict, reference: str) -> dict:
-    """Per run: its largest loss and weight differences from ``reference`` (update: relative)."""
-    base, out = results[reference], {}
-    for name, result in results.items():
-        if name == reference:
-            continue
-        losses = np.atleast_1d(result["loss"]) - np.atleast_1d(base["loss"])
-        weights = max(float(np.max(np.abs(a - b)))
-                      for a, b in zip(result["weights"], base["weights"], strict=True))
-        out[name] = {"loss": float(np.max(np.abs(losses))), "weights": weights}
-        if "start" in result and "start" in base:
-            out[name]["update"] = distance(flat(result["weights"]) - flat(result["start"]),
-                                           flat(base["weights"]) - flat(base["start"]))
-    return out
 
 
 def fit_classifier(strategy, x, y, global_batch: int, epochs: int = 2,

@@ -68,6 +68,7 @@ class History:
         noise = np.random.default_rng(1234).standard_normal((16 + 512, noise_dim))
         self.fixed_noise, self.score_noise = np.split(noise.astype("float32"), [16])
         self.losses, self.epochs = [], []
+        self.since = 0  # the step this process's training went on from: end_epoch's pace
         self.path = self.directory / "history.json"
 
     def as_dict(self) -> dict:
@@ -81,6 +82,7 @@ class History:
 
     def load(self, step: int) -> None:
         """The rows up to ``step``; a damaged file is set aside (renamed, never deleted)."""
+        self.since = step
         try:
             saved = json.loads(self.path.read_text()) if self.path.exists() else {}
             self.losses = [[int(at), float(d), float(g)] for at, d, g in saved.get("losses", [])
@@ -114,9 +116,10 @@ class History:
             line += f", d_loss {self.losses[-1][1]:.3f}, g_loss {self.losses[-1][2]:.3f}"
         if "inception_score" in row:
             line += f", score {row['inception_score']:.2f}"
-        if (left := (epochs or 0) - epoch - 1) > 0:
-            line += (f"; it took {duration(seconds)}, so about {duration(left * seconds)} for the "
-                     f"{left} left")
+        done, self.since = step - self.since, step  # this epoch's steps in this process
+        if (left := (epochs or 0) * step // (epoch + 1) - step) > 0:  # steps, at this pace
+            line += (f"; {done} step(s) in {duration(seconds)}, so about "
+                     f"{duration(seconds / done * left)} for the {left} step(s) left")
         print(line, flush=True)
         return row
 

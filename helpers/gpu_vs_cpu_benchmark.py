@@ -16,6 +16,7 @@ from helpers.timing import Timing, device_sync, no_sync
 DTYPES = ("float32", "float16", "bfloat16")
 TABLE_HEADERS = ["device", "dtype", "n", "median ms", "IQR ms", "GFLOP/s", "peak", "of peak"]
 MIN_ROUNDS = 5  # fewer rounds than this all agree by chance too often (2 x 2**-4 = 1 in 8)
+MIN_SAMPLES = 5  # the IQR of fewer samples than this says nothing of the spread
 BLAS_IDLE_S = 0.15  # OpenBLAS's threads spin ~0.1 s after a NumPy call, taking a core from TF
 # Published dense peak TFLOP/s per dtype: NVIDIA's datasheets (tensor cores, no sparsity), Google
 Peak = namedtuple("Peak", "label tflops")  # Cloud's TPU architecture docs (bfloat16, per core)
@@ -103,6 +104,7 @@ def _record(t, name: str, device: str, dtype: str, n: int, kind: str, peak=None)
     gflops = tflops * 1e3  # the IQR's ends bracket it, even where rounding puts a tie 1 ulp out
     return {"name": name, "device": device, "kind": kind, "dtype": dtype, "size": n,
             "median_s": t.median_s, "iqr_s": t.iqr_s, "first_call_s": t.first_call_s,
+            "samples": len(t.samples_s),
             "tflops": tflops, "gflops_iqr": (min(t.work / q3 / 1e9, gflops),
                                              max(t.work / q1 / 1e9, gflops)),
             "peak_tflops": peak, "fraction_of_peak": tflops / peak if peak else None}
@@ -141,6 +143,13 @@ def plot(records: list[dict], title: str = "Matmul throughput by size"):
     return fig
 
 
+def too_few(samples: int) -> str:
+    """Why ``samples`` timed calls cannot judge a difference against their spread, or ''."""
+    return "" if samples >= MIN_SAMPLES else (
+        f"{samples} samples each, too few to judge against the spread: pass repeats >= "
+        f"{MIN_SAMPLES}")
+
+
 def tf_vs_numpy(records: list[dict], cpu: str) -> list[dict]:
     """TF's float32 CPU matmul against NumPy's at each size with both (the last records count)."""
     pair = {(r["size"], r["name"]): r for r in records
@@ -151,8 +160,9 @@ def tf_vs_numpy(records: list[dict], cpu: str) -> list[dict]:
         (lo, hi), (np_lo, np_hi) = tf_r["gflops_iqr"], np_r["gflops_iqr"]
         found.append({"size": n, "tf_gflops": tf_r["tflops"] * 1e3, "ratio": tf_r["tflops"] /
                       np_r["tflops"], "numpy_gflops": np_r["tflops"] * 1e3, "reading": (
-            "their IQRs overlap: no difference beyond the spread" if lo <= np_hi and np_lo <= hi
-            else "their IQRs do not overlap: a difference beyond the spread")})
+            too_few(tf_r["samples"]) or (
+                "their IQRs overlap: no difference beyond the spread" if lo <= np_hi and np_lo <= hi
+                else "their IQRs do not overlap: a difference beyond the spread"))})
     return found
 
 
@@ -224,7 +234,12 @@ def matmul_panel(kinds: dict[str, str], run: Callable, show: Callable):
                                           (512, 1024, 2048)), ("dtypes", DTYPES, ("float32",)),
                                          ("devices", list(kinds), (list(kinds)[-1],))]}
     button, output = widgets.Button(description="Run", button_style="primary"), widgets.Output()
-    box = widgets.VBox([widgets.HBox(list(pick.values())), button, output])
+
+    class Panel(widgets.VBox):  # where nothing draws widgets (a saved copy), a sentence
+        def __repr__(self):
+            return "[A panel: sizes, dtypes, devices to pick, and Run; Colab or Jupyter shows it]"
+
+    box = Panel([widgets.HBox(list(pick.values())), button, output])
     box.records, box.button, box.sizes, box.dtypes, box.devices = [], button, *pick.values()
 
     def on_click(_):

@@ -73,13 +73,14 @@ def read_split(by_batch: float, by_replicas: float, noise: float, shared: bool) 
 
 
 def plot(rows: list[dict], description: str):
-    """Images/s against replicas beside perfect scaling; the last three rows as points."""
-    *swept, alone, again, widest_again = rows
+    """Images/s against replicas beside perfect scaling; the last four rows as points."""
+    *swept, alone, again, widest_again, alone_again = rows
     counts, measured = [r["replicas"] for r in swept], [r["images_per_s"] for r in swept]
     fig, ax = subplots(figsize=(6, 3.5), layout="tight")
     ax.plot(counts, measured, "o-", label="batch per replica fixed")
     ax.plot(counts, [measured[0] * c for c in counts], "--", color="gray", label="perfect scaling")
-    ax.plot(1, alone["images_per_s"], "s", label=f"1 replica, global batch {alone['global_batch']}")
+    ax.plot([1, 1], [alone["images_per_s"], alone_again["images_per_s"]], "s",
+            label=f"1 replica, global batch {alone['global_batch']}, twice")
     ax.plot([1, counts[-1]], [again["images_per_s"], widest_again["images_per_s"]], "kx",
             label="the first and the widest runs again")
     ax.set_xscale("log", base=2)
@@ -120,7 +121,7 @@ class ClusterResult:  # what the cluster did: the attempts, the loss per step, a
     attempts: list[Attempt]
     losses: dict[int, float]  # step -> loss (the last attempt's value where steps repeat)
     step_seconds: list[float]  # per step of the last attempt, after its first
-    seconds: float  # wall clock for everything, process starts included
+    seconds: float  # the attempts' wall clock, each from its workers' fork (TensorFlow imported)
     device: str = ""  # what the workers ran on
     weights: list = dataclasses.field(default_factory=list)  # the model's, at the last step
 
@@ -267,15 +268,14 @@ def run_cluster(job: Job, work_dir, script=None, *, tf_config, max_restarts: int
         (work / PROGRESS_FILE).unlink(missing_ok=True)
 
     visible, device = worker_devices(job.workers, len(devices.nvidia_smi()), largest)
-    attempts, began_all = [], time.perf_counter()
+    attempts = []
     for number in range(max_restarts + 1):
         spec = {**dataclasses.asdict(job), "attempt": number, "work_dir": str(work)}
         (work / JOB_FILE).write_text(json.dumps(spec))
         resumed_from = _latest_step(work / "checkpoints")
-        began = time.perf_counter()
         addresses = [f"127.0.0.1:{port}" for port in processes.free_ports(len(visible))]
-        codes, timed_out = _launch(work, script, visible, number, timeout_s, progress, tf_config,
-                                   addresses, forker.start_script, guard)
+        codes, timed_out, began = _launch(work, script, visible, number, timeout_s, progress,
+                                          tf_config, addresses, forker.start_script, guard)
         attempts.append(Attempt(number, resumed_from, codes, time.perf_counter() - began))
         if timed_out:
             raise ChildTimeout(f"the cluster timed out after {timeout_s:.0f} s (attempt "
@@ -283,7 +283,7 @@ def run_cluster(job: Job, work_dir, script=None, *, tf_config, max_restarts: int
                                f"started again; its logs are in {work}")
         if not any(codes):
             break
-    seconds = time.perf_counter() - began_all
+    seconds = sum(attempt.seconds for attempt in attempts)  # the host's own start left out
     if any(codes):
         last = (work / f"worker{len(visible) - 1}_attempt{number}.log").read_text()
         raise RuntimeError(f"the cluster failed {len(attempts)} times; exit codes "
@@ -310,8 +310,8 @@ _READ_BACK: list[str] = []  # what the first workers all listened on, once said
 
 
 def _launch(work: Path, script: Path, visible: list[str], attempt: int, timeout_s: float, progress,
-            tf_config, addresses: list[str], start, guard: bool) -> tuple[list[int], bool]:
-    """(exit codes, timed out); all stop if one fails, time is up, or one listens off loopback."""
+            tf_config, addresses: list[str], start, guard: bool) -> tuple[list[int], bool, float]:
+    """(exit codes, timed out, forked at); all stop on a failure, a timeout, a port off loopback."""
     workers, timed_out, seen = [], False, len(_read_lines(work / PROGRESS_FILE))  # earlier: seen
     try:
         for index, cuda_devices in enumerate(visible):
@@ -323,12 +323,12 @@ def _launch(work: Path, script: Path, visible: list[str], attempt: int, timeout_
             log = work / f"worker{index}_attempt{attempt}.log"
             workers.append(start(script, [str(work / JOB_FILE)], env, log))  # a group of its own
             _LIVE.add(workers[-1])
-        deadline = time.monotonic() + timeout_s
+        began = time.perf_counter()  # every worker forked: the host's start is behind them
         while any(p.exitcode != 0 for p in workers):
             seen = _report(work / PROGRESS_FILE, seen, progress)
             if guard:
                 _read_back({p.pid for p in workers}, {int(a.rsplit(":", 1)[1]) for a in addresses})
-            timed_out = time.monotonic() > deadline
+            timed_out = time.perf_counter() > began + timeout_s
             if timed_out or any(p.exitcode not in (None, 0) for p in workers):
                 _stop(workers)  # the others would wait for the dead one in their next all-reduce
                 break
@@ -339,7 +339,7 @@ def _launch(work: Path, script: Path, visible: list[str], attempt: int, timeout_
         for p in workers:
             p.join()
             _LIVE.discard(p)
-    return [p.exitcode for p in workers], timed_out
+    return [p.exitcode for p in workers], timed_out, began
 
 
 def _read_back(groups: set[int], ports: set[int]) -> None:

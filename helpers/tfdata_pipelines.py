@@ -13,10 +13,10 @@ from PIL import Image
 
 from helpers import data, params
 from helpers.display import subplots
+from helpers.gpu_vs_cpu_benchmark import MIN_ROUNDS
 from helpers.params import all_of, fits_in_memory, folder, integer, number, one_of, validate
 
-TABLE_HEADERS = ["pipeline", "first epoch ms", "later epochs ms: fastest (median)",
-                 "speedup vs naive (fastest later epochs)"]
+TABLE_HEADERS = ["pipeline", "first epoch ms", "later epochs ms", "speedup vs naive", "verdict"]
 COLORS = {"open": "tab:red", "read": "tab:blue", "map": "tab:orange", "train": "tab:green"}
 VARIANTS = {  # which optimisations each variant switches on (the pipeline's keyword arguments)
     "naive": {},
@@ -24,9 +24,8 @@ VARIANTS = {  # which optimisations each variant switches on (the pipeline's key
     "parallel interleave": {"interleave": True},
     "parallel map": {"parallel_map": True},
     "cache": {"cache": True},
-    "vectorised map": {"vectorize": True},
-    "all combined": dict.fromkeys(("prefetch", "interleave", "parallel_map", "cache", "vectorize"),
-                                  True)}
+    "vectorised map": {"vectorize": True}}
+VARIANTS["all combined"] = dict.fromkeys(itertools.chain(*VARIANTS.values()), True)  # every flag
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,7 +44,7 @@ class Latencies:  # simulated costs in seconds; scaled() shrinks them all (for t
 
 
 def simulation(lat: Latencies, pipeline, **flags):
-    """``(epoch, log)``: ``epoch()`` runs ``pipeline`` over simulated files, returns seconds."""
+    """``(epoch, log)``: ``epoch()`` runs ``pipeline`` over simulated files, logging each step."""
     import tensorflow as tf
 
     log = SimpleNamespace(events=[], epoch_ends=[0.0], origin=0.0)
@@ -80,13 +79,11 @@ def simulation(lat: Latencies, pipeline, **flags):
     options.experimental_optimization.inject_prefetch = False
     ds = ds.with_options(options)
 
-    def epoch() -> float:
-        start = time.perf_counter()
-        log.origin = start - log.epoch_ends[-1]  # the clock goes on from the last epoch's end
+    def epoch() -> None:  # timed by its caller
+        log.origin = time.perf_counter() - log.epoch_ends[-1]  # the clock goes on from there
         for _batch in ds:
             timed_sleep("train", lat.train_s)
         log.epoch_ends.append(time.perf_counter() - log.origin)
-        return time.perf_counter() - start
 
     return epoch, log
 
@@ -100,65 +97,65 @@ def most_at_once(log, kinds: tuple[str, ...]) -> int:
 
 def alternate(calls: dict, repeats: int) -> dict[str, list[float]]:
     """The seconds of each call, ``repeats`` times, alternated: a slow spell hits all of them."""
-    seconds = {name: [] for name in calls}
-    for _ in range(repeats):
-        for name, call in calls.items():
-            seconds[name].append(timeit.timeit(call, number=1))  # perf_counter, gc held off
-    return seconds
+    rounds = [{name: timeit.timeit(call, number=1) for name, call in calls.items()}  # in turn
+              for _ in range(repeats)]  # timeit: perf_counter, gc held off
+    return {name: [times[name] for times in rounds] for name in calls}
 
 
 def compare(lat: Latencies, pipeline, epochs: int = 3, variants=VARIANTS) -> list[dict]:
-    """Variants' epochs, alternated; sleeps never run short: the fastest later one is the cost."""
-    if epochs < 2:
-        raise ValueError("epochs must be at least 2: the first epoch is reported apart")
+    """Variants' epochs in rounds (2+); ``speedups``: the first one's later epochs over each's."""
     runs = {name: simulation(lat, pipeline, **flags) for name, flags in variants.items()}
     seconds = alternate({name: epoch for name, (epoch, _) in runs.items()}, epochs)
-    results = [{"variant": name, "first_epoch_s": s[0], "later_s": s[1:],
-                "epoch_s": min(s[1:]), "log": runs[name][1]} for name, s in seconds.items()]
-    return [{**r, "speedup": results[0]["epoch_s"] / r["epoch_s"]} for r in results]
+    base = next(iter(seconds.values()))[1:]  # naive's later epochs, one a round
+    return [{"variant": name, "first_epoch_s": s[0], "later_s": s[1:], "epoch_s": min(s[1:]),
+             "speedups": [b / v for b, v in zip(base, s[1:], strict=True)], "log": runs[name][1]}
+            for name, s in seconds.items()]
 
 
-def median_range(seconds, digits: int = 0) -> str:
-    """``seconds`` in milliseconds, as 'median (min-max)'."""
-    ms = sorted(s * 1e3 for s in seconds)
-    return f"{statistics.median(ms):.{digits}f} ({ms[0]:.{digits}f}-{ms[-1]:.{digits}f})"
+def called(ratios, level: float = 1.0, ways=("faster", "slower")) -> str:
+    """``ratios``, one a round, against ``level``: notebook 02's rule (all rounds agree, 5+)."""
+    way = ways[0] if min(ratios) > level else ways[1] if max(ratios) < level else ""
+    return (f"too few rounds ({len(ratios)}) to tell: pass epochs >= {MIN_ROUNDS + 1}"
+            if len(ratios) < MIN_ROUNDS else f"{way} in every round" if way else
+            "no clear difference (the rounds disagree)")
+
+
+def median_range(values, digits: int = 0, scale: float = 1e3, unit: str = "") -> str:
+    """``values`` as 'median (min-max)', by default seconds in milliseconds."""
+    v = sorted(x * scale for x in values)
+    return f"{statistics.median(v):.{digits}f}{unit} ({v[0]:.{digits}f}-{v[-1]:.{digits}f}{unit})"
 
 
 def table_rows(results: list[dict]) -> list[list]:
-    return [[r["variant"], f"{r['first_epoch_s'] * 1e3:.0f}",
-             f"{r['epoch_s'] * 1e3:.0f} ({statistics.median(r['later_s']) * 1e3:.0f})",
-             f"{r['speedup']:.1f}x"] for r in results]
+    return [[r["variant"], f"{r['first_epoch_s'] * 1e3:.0f}", median_range(r["later_s"]),
+             median_range(r["speedups"], 2, 1, "x"), called(r["speedups"]) if i else "baseline"]
+            for i, r in enumerate(results)]
 
 
 def plot_timelines(results: list[dict]):
     """Per variant, on one time axis: each open, read, map and train step; epoch ends dashed."""
-    from matplotlib.patches import Patch
-
     fig, axes = subplots(len(results), 1, figsize=(9, 0.85 * len(results) + 0.9),
                          sharex=True, squeeze=False)
     for ax, r in zip(axes[:, 0], results, strict=True):
         for row, (kind, color) in enumerate(COLORS.items()):
             spans = [(start, end - start) for k, start, end in r["log"].events if k == kind]
-            ax.broken_barh(spans, (row - 0.4, 0.8), color=color)
-        for end in r["log"].epoch_ends[1:]:
-            ax.axvline(end, color="black", linestyle="--", linewidth=0.8)
+            ax.broken_barh(spans, (row - 0.4, 0.8), color=color, label=kind)
         ax.set_yticks(range(len(COLORS)), list(COLORS), fontsize=7)
         ax.set_ylim(len(COLORS) - 0.5, -0.5)
+        ax.vlines(r["log"].epoch_ends[1:], *ax.get_ylim(), colors="k", linestyles="--", lw=0.8)
         ax.set_title(r["variant"], fontsize=9, loc="left")
     axes[-1, 0].set_xlabel("seconds since the pipeline's first epoch began (its epochs only)")
-    fig.legend(handles=[Patch(color=c, label=k) for k, c in COLORS.items()], loc="upper right",
-               ncol=4, fontsize=8)
+    fig.legend(*axes[0, 0].get_legend_handles_labels(), loc="upper right", ncol=4, fontsize=8)
     fig.tight_layout(rect=(0, 0, 1, 1 - 0.35 / fig.get_figheight()))
     return fig
 
 
-def write_image_folder(x, y, directory, class_names) -> int:
-    """Save images as PNG files in one sub-folder per class; returns how many were written."""
+def write_image_folder(x, y, directory, class_names) -> None:
+    """Save images as PNG files in one sub-folder per class."""
     for i, (image, label) in enumerate(zip(x, y, strict=True)):
         folder = Path(directory) / class_names[int(label)].replace("/", "_")
         folder.mkdir(parents=True, exist_ok=True)
         Image.fromarray(image.squeeze()).save(folder / f"{i:06d}.png")  # grey: (H, W)
-    return len(x)
 
 
 def corrupt_file(path) -> None:
@@ -172,11 +169,10 @@ def corrupt_file(path) -> None:
 def check_parameters(*, dataset, num_images, batch_size, shards, compression, latency_scale,
                      epochs, diagnose_steps, work_dir):
     """Notebook 03's parameters, checked before any work: one line names a wrong one."""
-    pixels = math.prod(data.shape_of(dataset))
     return validate(
         dataset=(dataset, one_of(*data.DATASETS)),
         num_images=(num_images, all_of(
-            integer(64, 1_000_000), fits_in_memory(8 * pixels),
+            integer(64, 1_000_000), fits_in_memory(8 * math.prod(data.shape_of(dataset))),
             params.enough_images(batch_size, batches=1, name="batch_size"))),
         batch_size=(batch_size, integer(1, 65536)),
         shards=(shards, integer(1, 1024)),

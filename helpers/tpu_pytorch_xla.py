@@ -60,12 +60,14 @@ def keep_newest(run: Path, keep: int = 3, upto: int | None = None) -> list[Path]
     return mine[:-keep]
 
 
-def none_unreadable(run: Path) -> None:
-    """Raise :class:`RunUnreadable` if ``run`` holds checkpoints and none could be used."""
-    if found := checkpoints(run):
-        raise RunUnreadable(f"{run} holds {len(found)} checkpoint(s), none readable as this "
-                            f"notebook's (newest: {found[-1].name}); nothing was deleted. Use "
-                            "another run_dir for a new run, or fresh_start=True to replace them.")
+def none_skipped(run: Path, skipped: list[str], resumed: str = "") -> None:
+    """Raise :class:`RunUnreadable` if the resume skipped files (damaged, or not this notebook's):
+    newer than ``resumed``, which the steps ahead would write over or prune, or all there were."""
+    if skipped:
+        where = f", newer than {resumed}: the steps ahead would write over them" if resumed else ""
+        raise RunUnreadable(f"{run} holds {', '.join(skipped)}, not readable as this notebook's "
+                            f"checkpoint(s){where}; nothing was changed. Move them away, use "
+                            "another run_dir, or fresh_start=True to replace the run.")
 
 
 def not_a_checkpoint(state, parts: dict) -> str | None:

@@ -17,7 +17,8 @@ def checkpoint_dir(tf_config, shared, scratch):
     return f"{scratch}/{kind}_{index}"  # the type too: index 0 may be a chief and a worker
 
 
-print(checkpoint_dir(tf_config(addresses, 1), "gs://bucket/run", "/tmp/scratch"))
+print("Worker 1 of this notebook's cluster saves into",
+      checkpoint_dir(tf_config(addresses, 1), "gs://bucket/run", "/tmp/scratch"))
 
 
 # Exercise 08.2: profile notebook 04's step and name its first fix

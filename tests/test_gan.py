@@ -355,6 +355,22 @@ DAMAGED_HISTORIES = {  # history.json as a disconnect mid-write, or an edit, can
 }
 
 
+def test_an_epochs_line_projects_the_steps_left_at_its_own_pace(tmp_path, capsys):
+    """A resumed epoch timed only the steps this process trained (05: 2 of 4, tracing
+    included): the time left is that pace a step, times the steps left, not epochs x seconds."""
+    history = dcgan.History(tmp_path)
+    history.load(2)  # resumed at step 2, in the first epoch of 4 steps
+    generator = lambda noise, training: np.zeros((16, 8, 8, 1))  # noqa: E731
+    history.end_epoch(generator, 0, 4, 1.0, 64, epochs=3)
+    assert "; 2 step(s) in 1.0 s, so about 4.0 s for the 8 step(s) left" in (
+        capsys.readouterr().out)
+    history.end_epoch(generator, 1, 8, 2.0, 128, epochs=3)  # a whole epoch: its 4 steps
+    assert capsys.readouterr().out.endswith("; 4 step(s) in 2.0 s, so about 2.0 s for the 4 "
+                                            "step(s) left\n")
+    history.end_epoch(generator, 2, 12, 2.0, 128, epochs=3)  # the last: nothing left to project
+    assert "left" not in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("content", DAMAGED_HISTORIES.values(), ids=DAMAGED_HISTORIES)
 def test_a_damaged_history_is_set_aside_never_raised(tmp_path, capsys, content):
     history = dcgan.History(tmp_path)
@@ -507,6 +523,10 @@ def test_the_ablation_times_each_change_in_turn_and_skips_what_does_not_apply(tf
     assert list(rows) == ["TF tutorial's step, as published", "+ float32", "+ XLA",
                           "+ data on the device", "+ batch 16"]
     assert rows["+ float32"] is None and rows["+ XLA"] is None  # float32, XLA off
+    larger = rows["+ batch 16"]  # one change on the row above: the batch, fed as that row is
+    above = rows["+ data on the device"] or rows["TF tutorial's step, as published"]
+    assert type(larger[1]) is type(above[1])  # on a CPU, both a tf.data iterator's on the host
+    assert larger[1]().shape[0] == 16 and above[1]().shape[0] == 8
     rates = lesson.time_rows(rows, rounds=2, steps=1)
     assert list(rates) == [name for name, row in rows.items() if row]
     assert all(len(r) == 2 and min(r) > 0 for r in rates.values())

@@ -81,7 +81,8 @@ def test_a_corrupt_tfrecord_is_skipped_the_same_way_every_pass(tf, lesson, digit
 
 def test_unreadable_images_are_skipped(tf, lesson, digits, tmp_path):
     x, y, names = digits
-    assert tfdata_pipelines.write_image_folder(x[:30], y[:30], tmp_path, names) == 30
+    tfdata_pipelines.write_image_folder(x[:30], y[:30], tmp_path, names)
+    assert len(list(tmp_path.glob("*/*.png"))) == 30
     (tmp_path / names[int(y[0])] / "broken.png").write_bytes(b"not a png")
     (tmp_path / names[int(y[1])] / "empty.jpg").write_bytes(b"")
     ds, classes = lesson.image_folder(tmp_path, (28, 28), 1, 8, shuffle=32)

@@ -117,10 +117,10 @@ def test_a_known_peak_gives_a_fraction():
 
 
 def test_tf_vs_numpy_and_summary_lines():
-    def rec(device, size, tflops, fraction=None, spread=0.01):
+    def rec(device, size, tflops, fraction=None, spread=0.01, samples=5):
         name = "numpy matmul" if "NumPy" in device else "matmul"
         return {"name": name, "device": device, "dtype": "float32", "size": size,
-                "tflops": tflops, "fraction_of_peak": fraction,
+                "tflops": tflops, "fraction_of_peak": fraction, "samples": samples,
                 "gflops_iqr": ((tflops - spread) * 1e3, (tflops + spread) * 1e3)}
 
     records = [
@@ -147,5 +147,8 @@ def test_tf_vs_numpy_and_summary_lines():
     close = [rec("CPU", 64, 0.1, spread=0.04), rec("CPU (NumPy BLAS)", 64, 0.12, spread=0.04)]
     assert "IQRs overlap" in gpu_vs_cpu_benchmark.tf_vs_numpy(close, "CPU")[0]["reading"]
     assert gpu_vs_cpu_benchmark.tf_vs_numpy(close[:1], "CPU") == []
+    few = [rec("CPU", 64, 0.1, samples=2), rec("CPU (NumPy BLAS)", 64, 0.5, samples=2)]
+    assert gpu_vs_cpu_benchmark.tf_vs_numpy(few, "CPU")[0]["reading"] == (
+        "2 samples each, too few to judge against the spread: pass repeats >= 5")
     assert gpu_vs_cpu_benchmark.summary_lines(close[:1], "CPU") == [
         "No published peak is known for the devices measured here."]

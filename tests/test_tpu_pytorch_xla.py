@@ -82,11 +82,11 @@ def test_a_later_runs_checkpoints_are_never_pruned(tmp_path):
 
 
 def test_a_run_folder_of_unreadable_checkpoints_stops_the_new_run(tmp_path):
-    tpu_pytorch_xla.none_unreadable(tmp_path)  # nothing there: a new run may start
+    tpu_pytorch_xla.none_skipped(tmp_path, [])  # nothing skipped: a new run may start
     (tmp_path / "step-0000900.pt").write_bytes(b"truncated")
-    with pytest.raises(RunUnreadable, match="none readable as this notebook's .*nothing was "
-                                            "deleted"):
-        tpu_pytorch_xla.none_unreadable(tmp_path)
+    with pytest.raises(RunUnreadable, match="step-0000900.pt, not readable as this notebook's "
+                                            r"checkpoint\(s\); nothing was changed"):
+        tpu_pytorch_xla.none_skipped(tmp_path, ["step-0000900.pt"])
     assert (tmp_path / "step-0000900.pt").read_bytes() == b"truncated"
 
 
@@ -158,21 +158,30 @@ FOREIGN = {  # a file named like a checkpoint that loads, from a checkpoint of t
 
 
 @pytest.mark.parametrize("name", FOREIGN)
-def test_a_foreign_file_named_like_a_checkpoint_is_skipped_for_the_one_before(name, tmp_path,
-                                                                              capsys):
+def test_a_foreign_file_newer_than_the_checkpoint_stops_the_resume_changing_nothing(
+        name, tmp_path, capsys):
     """A step-NNNNNNN.pt that loads but is not this notebook's is skipped like a damaged one,
-    with a WARNING saying why, and the run resumes from the checkpoint before it."""
+    with a WARNING saying why; newer than the checkpoint before it, which the run would resume
+    from, it would be written over or pruned by the steps ahead: the resume stops in one line."""
     run = checkpointing(tmp_path)
     run["losses"].append((3, 0.5, 0.75))
     run["save"](3)
     good = torch.load(tmp_path / "step-0000003.pt", weights_only=True)
     foreign, why = FOREIGN[name]
     torch.save(foreign(good), tmp_path / "step-0000006.pt")
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    with pytest.raises(RunUnreadable) as stopped:
+        checkpointing(tmp_path)["resume"]()
+    assert str(stopped.value) == (
+        f"{tmp_path} holds step-0000006.pt, not readable as this notebook's checkpoint(s), newer "
+        "than step-0000003.pt: the steps ahead would write over them; nothing was changed. Move "
+        "them away, use another run_dir, or fresh_start=True to replace the run.")
+    said = capsys.readouterr().out
+    assert f"WARNING: step-0000006.pt is not one of this notebook's checkpoints ({why})\n" in said
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+    (tmp_path / "step-0000006.pt").unlink()  # moved away: the run resumes where it was
     resumed = checkpointing(tmp_path)
     assert resumed["resume"]() == 3 and list(map(tuple, resumed["losses"])) == [(3, 0.5, 0.75)]
-    said = capsys.readouterr().out
-    assert (f"WARNING: step-0000006.pt is not one of this notebook's checkpoints ({why})\n"
-            "Resumed from step-0000003.pt: step 3.") in said, said
     saved, loaded = (tpu_pytorch_xla.weights(r["generator"], r["discriminator"])
                      for r in (run, resumed))
     assert all(np.array_equal(a, b) for a, b in zip(saved, loaded, strict=True))
@@ -185,9 +194,9 @@ def test_only_foreign_or_damaged_files_stop_in_one_line_deleting_nothing(tmp_pat
     with pytest.raises(RunUnreadable) as stopped:
         checkpointing(tmp_path)["resume"]()
     assert str(stopped.value) == (
-        f"{tmp_path} holds 2 checkpoint(s), none readable as this notebook's (newest: "
-        "step-0000009.pt); nothing was deleted. Use another run_dir for a new run, or "
-        "fresh_start=True to replace them.")
+        f"{tmp_path} holds step-0000009.pt, step-0000006.pt, not readable as this notebook's "
+        "checkpoint(s); nothing was changed. Move them away, use another run_dir, or "
+        "fresh_start=True to replace the run.")
     damaged, foreign = capsys.readouterr().out.splitlines()
     assert damaged.startswith("WARNING: step-0000009.pt could not be read (")
     assert foreign == ("WARNING: step-0000006.pt is not one of this notebook's checkpoints (no "
@@ -532,6 +541,26 @@ def test_10_1_after_answers_that_change_the_process_the_solution_passes():
         exercises.check("10.1", answer, device=DEVICE)
     assert exercises.check("10.1", SOLUTIONS["score_all"], device=DEVICE).passed
     assert torch.is_grad_enabled()
+
+
+#: every order of three answers (0, 1, 2) as three checks in a row, in 9 checks, not 18 (the
+#: solution, last, is checked twice); of two, (0, 1, 0)
+ORDERS = (0, 1, 2, 0, 1, 0, 2, 1, 0)
+
+
+def test_every_check_passes_its_solution_after_any_attempts_in_one_process():
+    """Issue 50: a wrong answer, one that changes the process (gradients off, the model moved,
+    then an error), then the solution, in every order in this process: the same verdict every
+    time, the solution's "right"; gradients on afterwards."""
+    answers = {"10.1": ((_short_last_batch, False), (_grad_left_off_then_raises, False),
+                        (SOLUTIONS["score_all"], True)),
+               "10.2": ((_images_only, False), (SOLUTIONS["split_pair"], True))}
+    for exercise, tries in answers.items():
+        named = {"device": DEVICE} if exercise == "10.1" else {"mesh": MESH}
+        orders = ORDERS if len(tries) == 3 else (0, 1, 0)
+        got = [(i, exercises.check(exercise, tries[i][0], **named).passed) for i in orders]
+        assert got == [(i, tries[i][1]) for i in orders], exercise
+        assert torch.is_grad_enabled()
 
 
 # Exercise 10.2: a two-input batch, each tensor split on its own first axis

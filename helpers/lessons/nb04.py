@@ -164,18 +164,21 @@ def our_step(policy, jit_compile):
 def ablation_rows(policy, use_xla, batch_size=256):
     """{row: (step, batch function, images per step)}; None where the change does not apply."""
     x = np.random.default_rng(0).integers(0, 256, (4 * batch_size, 28, 28, 1), np.uint8)
-    host = iter(tf.data.Dataset.from_tensor_slices(x).repeat().batch(batch_size)
-                .map(dcgan.to_gan_range).prefetch(tf.data.AUTOTUNE))  # copied each step
+
+    def from_host(size):  # batches copied from host memory each step
+        return iter(tf.data.Dataset.from_tensor_slices(x).repeat().batch(size)
+                    .map(dcgan.to_gan_range).prefetch(tf.data.AUTOTUNE)).__next__
+
     on_device = dcgan.to_gan_range(tf.constant(x[:2 * batch_size]))  # copied there once
-    ours = our_step(policy, use_xla)
+    gpu = bool(tf.config.list_logical_devices("GPU"))  # a CPU's memory is the host's
+    ours, host = our_step(policy, use_xla), from_host(batch_size)
     return {
-        "TF tutorial's step, as published": (tutorial_step(batch_size), host.__next__, batch_size),
-        f"+ {policy}": (our_step(policy, False), host.__next__, batch_size)
-        if policy != "float32" else None,
-        "+ XLA": (our_step(policy, True), host.__next__, batch_size) if use_xla else None,
-        "+ data on the device": (ours, lambda: on_device[:batch_size], batch_size)
-        if tf.config.list_logical_devices("GPU") else None,  # a CPU's memory is the host's
-        f"+ batch {2 * batch_size}": (ours, lambda: on_device, 2 * batch_size),
+        "TF tutorial's step, as published": (tutorial_step(batch_size), host, batch_size),
+        f"+ {policy}": (our_step(policy, False), host, batch_size) if policy != "float32" else None,
+        "+ XLA": (our_step(policy, True), host, batch_size) if use_xla else None,
+        "+ data on the device": (ours, lambda: on_device[:batch_size], batch_size) if gpu else None,
+        f"+ batch {2 * batch_size}": (ours, (lambda: on_device) if gpu  # fed as the row above
+                                      else from_host(2 * batch_size), 2 * batch_size),
     }
 
 
