@@ -81,7 +81,7 @@ STAGE = @start=$$(date +%s); $(MAKE) --no-print-directory $(1) || exit 1; \
 # Where `make test` keeps its stages' times, for the table it prints at the end.
 TIMES := build/test-times.txt
 
-.PHONY: help venv venv-compat venv-tpu environments run bench test lint check-notebooks tensorflow \
+.PHONY: help venv venv-compat venv-tpu environments run bench test lint check-notebooks units-compat \
         units unit \
         pinned-unit compat-notebooks tpu tpu-unit tpu-unit-without-tensorflow tpu-unit-keras-jax \
         tpu-unit-pytorch-xla kaggle-unit-pytorch-xla tpu-notebooks kaggle-notebooks \
@@ -233,18 +233,18 @@ gpu-wheels: $(UV)
 	$(GPU_WHEELS): $$(ls $(GPU_WHEELS)/*.whl | wc -l) wheels, $$mib MiB, for Python $(GPU_WHEELS_PYTHON)"
 
 # Stages run in this order and stop at the first that fails; each says how long it took.
-# The TensorFlow stacks' three parts (the unit tests on the compat stack, those marked heavy or
-# tools on the pinned one, the notebooks on the compat stack) run side by side, two workers each
-# on two cores: each part takes longer, as TensorFlow's thread pools spin on cores they do not
-# get, but all three end sooner, since many of their tests and cells wait (on children, kernels,
-# sleeps) with a core idle. The TPU stage is a pool of its own
-# (`tpu`), which keeps both cores busy by itself.
+# `units-compat` runs three parts at a time, two workers each on two cores: the notebooks on the
+# compat stack, the unit tests on the compat stack, those marked heavy or tools on the pinned
+# one, and then, as slots free, the TPU stacks' unit tests. Each part takes longer, as thread
+# pools spin on cores they do not get, but all end sooner, since many of their tests and cells
+# wait (on children, kernels, sleeps) with a core idle. The TPU stage (`tpu`), the two TPU
+# stacks' notebook runs side by side, keeps both cores busy by itself.
 test:
 	@mkdir -p build && : > $(TIMES) && date +%s > $(TIMES).start
 	$(call STAGE,environments)
 	$(call STAGE,lint)
 	$(call STAGE,check-notebooks)
-	$(call STAGE,tensorflow)
+	$(call STAGE,units-compat)
 	$(call STAGE,tpu)
 	@awk -v total=$$(( $$(date +%s) - $$(cat $(TIMES).start) )) \
 	  'BEGIN { print "\nmake test, stage by stage:"; printf "  %-18s %8s %8s\n", "stage", "wall s", "CPU s" } \
@@ -261,9 +261,10 @@ lint: $(STAMP)
 check-notebooks: $(STAMP)
 	$(BIN)/python -m tools.check
 
-# The TensorFlow stacks' parts, side by side (see `test`): `make units` the unit tests alone.
-tensorflow: $(STAMP) $(COMPAT_STAMP)
-	@$(MAKE) --no-print-directory -j3 -Otarget unit pinned-unit compat-notebooks
+# Every stack's unit tests and the compat notebooks, side by side (see `test`): `make units`
+# the TensorFlow stacks' unit tests alone, `make tpu-unit` the TPU stacks'.
+units-compat: $(STAMP) $(COMPAT_STAMP) $(TPU_STAMP) $(KAGGLE_STAMP)
+	@$(MAKE) --no-print-directory -j3 -Otarget compat-notebooks unit pinned-unit $(TPU_UNITS)
 
 units: $(STAMP) $(COMPAT_STAMP)
 	@$(MAKE) --no-print-directory -j2 -Otarget unit pinned-unit
@@ -321,17 +322,17 @@ compat-notebooks: $(COMPAT_STAMP)
 # process, as in the notebooks), on Colab's stack, with what runs without TensorFlow (which is
 # not installed there), and torch_xla's on Kaggle's too (its 2.8 differs); then, on each stack,
 # both notebooks twice in one kernel (exercises untouched, then solved) and their invalid
-# parameter values. `make tpu` runs all of it as one stage of `make test`: two jobs at a time,
-# the two stacks' notebook runs first (minutes each, one notebook after the other), the unit
-# tests' four parts (seconds to a minute each) as the slots free; each job's output is printed
-# when it ends. One pool keeps both cores busy to its end, which stages in turn do not.
-TPU_JOBS := tpu-notebooks kaggle-notebooks tpu-unit-without-tensorflow tpu-unit-keras-jax \
-  tpu-unit-pytorch-xla kaggle-unit-pytorch-xla
+# parameter values. `make test` runs the unit tests' four parts (seconds to a minute each) in
+# its `units-compat` stage, as slots free, and the two stacks' notebook runs as its `tpu` stage,
+# side by side (minutes each, one notebook after the other); each job's output is printed when
+# it ends.
+TPU_UNITS := tpu-unit-without-tensorflow tpu-unit-keras-jax tpu-unit-pytorch-xla \
+  kaggle-unit-pytorch-xla
 tpu: $(TPU_STAMP) $(KAGGLE_STAMP)
-	@$(MAKE) --no-print-directory -j2 -Otarget $(TPU_JOBS) TPU_SPLIT=-n0
+	@$(MAKE) --no-print-directory -j2 -Otarget tpu-notebooks kaggle-notebooks TPU_SPLIT=-n0
 
 tpu-unit: $(TPU_STAMP) $(KAGGLE_STAMP)
-	@$(MAKE) --no-print-directory -j2 -Otarget $(filter %-xla %-jax %-tensorflow,$(TPU_JOBS))
+	@$(MAKE) --no-print-directory -j2 -Otarget $(TPU_UNITS)
 
 tpu-unit-without-tensorflow:
 	$(TEST_ENV) $(TPU_PYTEST) tests/test_without_tensorflow.py tests/test_setup.py -k "without_tensorflow"

@@ -52,10 +52,7 @@ class ChildDied(RuntimeError):
 
 
 class ChildTimeout(TimeoutError):
-    """The child process did not report back in time; it was killed."""
-    def __init__(self, message: str, pid: int | None = None):
-        super().__init__(message)
-        self.pid = pid
+    """The child process did not report back in time; it was killed (its ``pid`` set)."""
 
 
 class EngineError(RuntimeError):

@@ -15,8 +15,7 @@ from helpers.timing import Timing, device_sync, no_sync
 
 DTYPES = ("float32", "float16", "bfloat16")
 TABLE_HEADERS = ["device", "dtype", "n", "median ms", "IQR ms", "GFLOP/s", "peak", "of peak"]
-MIN_ROUNDS = 5  # fewer rounds than this all agree by chance too often (2 x 2**-4 = 1 in 8)
-MIN_SAMPLES = 5  # the IQR of fewer samples than this says nothing of the spread
+MIN_ROUNDS = 5  # fewer rounds all agree by chance too often (1 in 8); fewer samples, no IQR
 BLAS_IDLE_S = 0.15  # OpenBLAS's threads spin ~0.1 s after a NumPy call, taking a core from TF
 # Published dense peak TFLOP/s per dtype: NVIDIA's datasheets (tensor cores, no sparsity), Google
 Peak = namedtuple("Peak", "label tflops")  # Cloud's TPU architecture docs (bfloat16, per core)
@@ -145,9 +144,9 @@ def plot(records: list[dict], title: str = "Matmul throughput by size"):
 
 def too_few(samples: int) -> str:
     """Why ``samples`` timed calls cannot judge a difference against their spread, or ''."""
-    return "" if samples >= MIN_SAMPLES else (
+    return "" if samples >= MIN_ROUNDS else (
         f"{samples} samples each, too few to judge against the spread: pass repeats >= "
-        f"{MIN_SAMPLES}")
+        f"{MIN_ROUNDS}")
 
 
 def tf_vs_numpy(records: list[dict], cpu: str) -> list[dict]:

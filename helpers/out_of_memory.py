@@ -171,8 +171,10 @@ def run_in_child(target, task, timeout: float = 600, what: str = "") -> dict:
     reply = None
     try:
         if not wait([reader, child.sentinel], timeout=timeout):
-            raise ChildTimeout(f"the child process ({what}) did not report back within "
-                               f"{timeout:g} s; it was killed", child.pid)
+            late = ChildTimeout(f"the child process ({what}) did not report back within "
+                                f"{timeout:g} s; it was killed")
+            late.pid = child.pid
+            raise late
         if reader.poll():  # a reply, or the end of the pipe: it died, its exit code says how
             with contextlib.suppress(EOFError):
                 reply = reader.recv()

@@ -25,9 +25,8 @@ def require_jax_backend() -> None:
 
 def describe(platform: str, count: int, kind: str = "") -> str:
     """``"8 TPU v5 lite chip(s)"`` or ``"8 simulated CPU device(s) (no TPU here)"`` (09 and 10)."""
-    if platform.lower() == "cpu":
-        return f"{count} simulated CPU device(s) (no TPU here)"
-    return f"{count} {kind or platform.upper()} chip(s)"
+    return (f"{count} simulated CPU device(s) (no TPU here)" if platform.lower() == "cpu"
+            else f"{count} {kind or platform.upper()} chip(s)")
 
 
 def against_float64(models: dict, exact: str, own: str) -> tuple[Table, list[str]]:
@@ -47,6 +46,10 @@ def against_float64(models: dict, exact: str, own: str) -> tuple[Table, list[str
 def levers(rates: dict, base: str, again: str) -> tuple[Table, str]:
     """images/s against ``base``; the rows grouped by the noise that ``again`` (the same) shows:
     faster or slower only beyond it and with a spread clear of both rows'."""
+    if (timed := len(rates[base])) < 5:  # fewer rounds' IQR says nothing of the spread (as 02)
+        medians = Table.from_mapping({n: f"{np.median(v):.0f}" for n, v in rates.items()},
+                                     ("fit", "images/s: median"))
+        return medians, f"{timed} timed round(s) each: too few to judge a lever; pass rounds >= 6."
     (b1, b, b3), rows, ratios, spreads = np.percentile(rates[base], [25, 50, 75]), [], {}, {}
     a1, a3 = np.percentile(rates[again], [25, 75])
     apart = {}  # a row's spread clear of both the base's and the repeat's

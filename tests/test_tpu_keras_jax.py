@@ -135,8 +135,8 @@ def test_steps_per_execution_at_most_an_epoch():
 
 def test_the_lever_sentence_groups_the_rows_as_the_table_does():
     base = "one device, as configured"
-    rates = {base: [100, 110, 120], "again": [99, 111], "float32": [300, 310, 320],
-             "quarter": [40, 50, 60]}
+    rates = {base: [100, 105, 110, 115, 120], "again": [99, 102, 105, 108, 111],
+             "float32": [300, 305, 310, 315, 320], "quarter": [40, 45, 50, 55, 60]}
     table = str(tpu_keras_jax.levers(rates, base, "again")[0])
     assert "2.82x" in table and "310 (305-315)" in table and "0.45x" in table
     assert "within the spread" in table  # the again row
@@ -144,12 +144,17 @@ def test_the_lever_sentence_groups_the_rows_as_the_table_does():
     assert said == ("Measured again, the same configuration gave a rate within its spread; with "
                     "the two rows' spreads, this run's noise spans 0.91x to 1.10x. Against one "
                     "device, as configured, faster: float32 (2.82x); slower: quarter (0.45x).")
-    rates["again"] = [40, 45, 50]  # noise wider than the quarter batch's difference
+    rates["again"] = [40, 42, 45, 48, 50]  # noise wider than the quarter batch's difference
     assert tpu_keras_jax.levers(rates, base, "again")[1].endswith(
         "faster: float32 (2.82x); within it: quarter.")
     # the reader's case: beyond the band against the base, but its spread meets the repeat's
-    rates = {base: [1158, 1370], "again": [1088, 1216], "bfloat16": [942, 1190]}
+    rates = {base: [1158, 1200, 1264, 1320, 1370], "again": [1088, 1120, 1152, 1184, 1216],
+             "bfloat16": [942, 1000, 1066, 1130, 1190]}
     assert tpu_keras_jax.levers(rates, base, "again")[1].endswith("within it: bfloat16.")
+    # fewer than 5 timed rounds: medians only, no verdict
+    table, said = tpu_keras_jax.levers({base: [100, 120], "again": [99, 111]}, base, "again")
+    assert "110" in str(table) and "spread" not in str(table)
+    assert said == "2 timed round(s) each: too few to judge a lever; pass rounds >= 6."
 
 # Exercise 09.1: a pure training step. Each wrong answer is a typical mistake.
 def _step(loss_of, keep_stats=True, jit=True):
