@@ -62,7 +62,7 @@ def median_seconds(timer) -> str | None:
     if seconds > high + (trace_s - work_s) / 4:
         return (f"It measured {seconds * 1e3:.0f} ms for calls of {high * 1e3:.0f} ms: the first "
                 f"call ({trace_s * 1e3:.0f} ms of tracing) is in the samples; warm up first.")
-    slow_s = max(slow_s, 10 * high)  # a load that stretches each wait hides less of the mean
+    slow_s = max(slow_s, 30 * high)  # a tenth of it, 3 steady calls: more than a load varies
     for _ in range(2):  # a loaded machine can stretch every call once; a mean moves it each time
         # one slow call, and one fast one (a cached result, say: no work, no wait to stretch)
         seconds, low, high = theirs(Device(work_s, costs={3: slow_s, 4: 0.0}), 5)
