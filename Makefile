@@ -233,13 +233,12 @@ gpu-wheels: $(UV)
 	$(GPU_WHEELS): $$(ls $(GPU_WHEELS)/*.whl | wc -l) wheels, $$mib MiB, for Python $(GPU_WHEELS_PYTHON)"
 
 # Stages run in this order and stop at the first that fails; each says how long it took.
-# `units-compat` runs four parts at a time on two cores: the notebooks on the compat stack, the
-# unit tests on the compat stack, those marked heavy or tools on the pinned one (two workers
-# each), Kaggle's TPU notebooks (one after the other), and then, as slots free, the TPU stacks'
-# unit tests. Each part takes longer, as thread pools spin on cores they do not get, but all end
-# sooner, since many of their tests and cells wait (on children, kernels, sleeps) with a core
-# idle: with three parts at a time a quarter of the cores' time went unused. The TPU stage
-# (`tpu`), Colab's TPU notebooks side by side, keeps both cores busy by itself.
+# `units-compat` runs three parts at a time, two workers each on two cores: the notebooks on the
+# compat stack, the unit tests on the compat stack, those marked heavy or tools on the pinned
+# one, and then, as slots free, the TPU stacks' unit tests. Each part takes longer, as thread
+# pools spin on cores they do not get, but all end sooner, since many of their tests and cells
+# wait (on children, kernels, sleeps) with a core idle. The TPU stage (`tpu`), the two TPU
+# stacks' notebook runs side by side, keeps both cores busy by itself.
 test:
 	@mkdir -p build && : > $(TIMES) && date +%s > $(TIMES).start
 	$(call STAGE,environments)
@@ -265,8 +264,7 @@ check-notebooks: $(STAMP)
 # Every stack's unit tests and the compat notebooks, side by side (see `test`): `make units`
 # the TensorFlow stacks' unit tests alone, `make tpu-unit` the TPU stacks'.
 units-compat: $(STAMP) $(COMPAT_STAMP) $(TPU_STAMP) $(KAGGLE_STAMP)
-	@$(MAKE) --no-print-directory -j4 -Otarget compat-notebooks unit pinned-unit \
-	  kaggle-notebooks $(TPU_UNITS) TPU_SPLIT=-n0
+	@$(MAKE) --no-print-directory -j3 -Otarget compat-notebooks unit pinned-unit $(TPU_UNITS)
 
 units: $(STAMP) $(COMPAT_STAMP)
 	@$(MAKE) --no-print-directory -j2 -Otarget unit pinned-unit
@@ -324,13 +322,14 @@ compat-notebooks: $(COMPAT_STAMP)
 # process, as in the notebooks), on Colab's stack, with what runs without TensorFlow (which is
 # not installed there), and torch_xla's on Kaggle's too (its 2.8 differs); then, on each stack,
 # both notebooks twice in one kernel (exercises untouched, then solved) and their invalid
-# parameter values. `make test` runs the unit tests' four parts (seconds to a minute each) and
-# Kaggle's notebook runs in its `units-compat` stage, as slots free, and Colab's TPU notebook
-# runs, side by side, as its `tpu` stage; each job's output is printed when it ends.
+# parameter values. `make test` runs the unit tests' four parts (seconds to a minute each) in
+# its `units-compat` stage, as slots free, and the two stacks' notebook runs as its `tpu` stage,
+# side by side (minutes each, one notebook after the other); each job's output is printed when
+# it ends.
 TPU_UNITS := tpu-unit-without-tensorflow tpu-unit-keras-jax tpu-unit-pytorch-xla \
   kaggle-unit-pytorch-xla
-tpu: $(TPU_STAMP)
-	@$(MAKE) --no-print-directory tpu-notebooks
+tpu: $(TPU_STAMP) $(KAGGLE_STAMP)
+	@$(MAKE) --no-print-directory -j2 -Otarget tpu-notebooks kaggle-notebooks TPU_SPLIT=-n0
 
 tpu-unit: $(TPU_STAMP) $(KAGGLE_STAMP)
 	@$(MAKE) --no-print-directory -j2 -Otarget $(TPU_UNITS)
@@ -351,8 +350,7 @@ kaggle-unit-pytorch-xla:
 # "Run all" of notebook 09 reuses what the first compiled, as the same programs on new objects.
 JAX_CACHE = JAX_COMPILATION_CACHE_DIR=$(abspath $(1))/jax-cache \
   JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0 JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES=0
-# Alone, each runs its two notebooks side by side; Kaggle's in `make units-compat`, one after
-# the other (-n0).
+# Alone, each runs its two notebooks side by side; in `make tpu`, one after the other (-n0).
 TPU_SPLIT ?= $(NOTEBOOK_SPLIT)
 tpu-notebooks: $(TPU_STAMP)
 	rm -rf $(TPU_BUILD)
