@@ -144,9 +144,8 @@ def plot(records: list[dict], title: str = "Matmul throughput by size"):
 
 def too_few(samples: int) -> str:
     """Why ``samples`` timed calls cannot judge a difference against their spread, or ''."""
-    return "" if samples >= MIN_ROUNDS else (
-        f"{samples} samples each, too few to judge against the spread: pass repeats >= "
-        f"{MIN_ROUNDS}")
+    return "" if samples >= MIN_ROUNDS else (f"{samples} samples each, too few to judge against "
+                                             f"the spread: pass repeats >= {MIN_ROUNDS}")
 
 
 def tf_vs_numpy(records: list[dict], cpu: str) -> list[dict]:
@@ -183,7 +182,7 @@ def ratio_lines(rates: dict, pairs: list[tuple[str, str]]) -> list[str]:
     for label, base in pairs:
         low, mid, high = np.percentile(ratios := rates[label] / rates[base], [0, 50, 100])
         way = "faster" if low > 1 else "slower" if high < 1 else ""
-        verdict = ("one round only, no spread: pass epochs >= 3" if len(ratios) < 2 else
+        verdict = (f"one round only: pass epochs >= {MIN_ROUNDS + 1}" if len(ratios) < 2 else
                    "no clear difference: the rounds disagree" if not way else
                    f"{way} in every round" if len(ratios) >= MIN_ROUNDS else
                    f"{way} in all {len(ratios)} rounds, too few to call it: pass epochs >= "
@@ -237,7 +236,6 @@ def matmul_panel(kinds: dict[str, str], run: Callable, show: Callable):
     class Panel(widgets.VBox):  # where nothing draws widgets (a saved copy), a sentence
         def __repr__(self):
             return "[A panel: sizes, dtypes, devices to pick, and Run; Colab or Jupyter shows it]"
-
     box = Panel([widgets.HBox(list(pick.values())), button, output])
     box.records, box.button, box.sizes, box.dtypes, box.devices = [], button, *pick.values()
 

@@ -49,10 +49,13 @@ def median_seconds(timer) -> str | None:
         ours.append(_median_s(Device(work_s), 3))
         return seconds, min(ours[-2:]), max(ours[-2:])
 
-    seconds, low, high = theirs(device := Device(work_s, trace_s=trace_s), 2)
-    if device.calls < 3:
-        return (f"With repeats=2 it called `fn` {device.calls} time(s): call it once to warm up, "
-                "then time 2 more calls.")
+    for _ in range(2):  # a loaded machine can stretch a sample once; a timed first call stays
+        seconds, low, high = theirs(device := Device(work_s, trace_s=trace_s), 3)
+        if seconds <= high + (trace_s - work_s) / 4:
+            break
+    if device.calls < 4:
+        return (f"With repeats=3 it called `fn` {device.calls} time(s): call it once to warm up, "
+                "then time 3 more calls.")
     if seconds < low / 4:  # no wait: a dispatch, far below (a total over 2 calls: about half)
         return (f"It measured {seconds * 1e3:.2f} ms for calls whose device work takes "
                 f"{low * 1e3:.0f} ms: the clock stopped before the device had finished "
@@ -151,9 +154,8 @@ def mixed_model(build) -> str | None:
 
 
 def reads(on_read, *answers):
-    """While it lasts, ``on_read(value)`` runs whenever Python reads a real tensor's value, any
-    way (``value``: the tensor, or what NumPy was given), also through NumPy's functions bound
-    before under other names (``from numpy import asarray`` atop the answers' cell or module)."""
+    """While it lasts, ``on_read(value)`` runs whenever Python reads a real tensor's value, also
+    through NumPy's functions bound before under other names (``from numpy import asarray``)."""
     import tensorflow as tf
     from tensorflow.python.framework import ops
 

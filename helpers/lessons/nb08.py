@@ -87,8 +87,9 @@ def advice(summary, input_bound=0.2, idle=0.3):
     types = summary.by_type()  # (op type, ms, share of the op time), largest first
     heavy = sum(share for kind, _, share in types if HEAVY_OPS.search(kind))
     if heavy >= 0.5:
-        lines.append(f"Compute-bound in convolutions and matmuls ({heavy:.0%} of op time): mixed "
-                     "precision uses the Tensor Cores (GPU) or bfloat16 units (TPU, recent CPUs).")
+        lines.append(f"Convolutions and matmuls take {heavy:.0%} of op time: where they set the "
+                     "pace, mixed precision uses the Tensor Cores (GPU) or bfloat16 units (TPU, "
+                     "recent CPUs).")
     elif types:
         light = next((kind for kind, _, _ in types if not HEAVY_OPS.search(kind)), types[0][0])
         lines.append(f"Convolutions and matmuls are only {heavy:.0%} of op time; the rest is many "
