@@ -102,8 +102,7 @@ def _record(t, name: str, device: str, dtype: str, n: int, kind: str, peak=None)
     tflops, (q1, q3) = t.rate / 1e12, np.percentile(t.samples_s, [25, 75])
     gflops = tflops * 1e3  # the IQR's ends bracket it, even where rounding puts a tie 1 ulp out
     return {"name": name, "device": device, "kind": kind, "dtype": dtype, "size": n,
-            "median_s": t.median_s, "iqr_s": t.iqr_s, "first_call_s": t.first_call_s,
-            "samples": len(t.samples_s),
+            "median_s": t.median_s, "iqr_s": t.iqr_s, "samples": len(t.samples_s),
             "tflops": tflops, "gflops_iqr": (min(t.work / q3 / 1e9, gflops),
                                              max(t.work / q1 / 1e9, gflops)),
             "peak_tflops": peak, "fraction_of_peak": tflops / peak if peak else None}
@@ -148,6 +147,14 @@ def too_few(samples: int) -> str:
                                              f"the spread: pass repeats >= {MIN_ROUNDS}")
 
 
+def called(ratios, level: float = 1.0, ways=("faster", "slower"),
+           more: str = f"pass epochs >= {MIN_ROUNDS + 1}") -> str:
+    """``ratios``, one a round, against ``level``: notebook 02's rule (all rounds agree, 5+)."""
+    way = ways[0] if min(ratios) > level else ways[1] if max(ratios) < level else ""
+    return (f"too few rounds ({len(ratios)}) to tell: {more}" if len(ratios) < MIN_ROUNDS
+            else f"{way} in every round" if way else "no clear difference (the rounds disagree)")
+
+
 def tf_vs_numpy(records: list[dict], cpu: str) -> list[dict]:
     """TF's float32 CPU matmul against NumPy's at each size with both (the last records count)."""
     pair = {(r["size"], r["name"]): r for r in records
@@ -180,15 +187,10 @@ def ratio_lines(rates: dict, pairs: list[tuple[str, str]]) -> list[str]:
     """Per (run, baseline) trained in the same rounds: their images/s ratios' median and range."""
     lines = []
     for label, base in pairs:
-        low, mid, high = np.percentile(ratios := rates[label] / rates[base], [0, 50, 100])
-        way = "faster" if low > 1 else "slower" if high < 1 else ""
-        verdict = (f"one round only: pass epochs >= {MIN_ROUNDS + 1}" if len(ratios) < 2 else
-                   "no clear difference: the rounds disagree" if not way else
-                   f"{way} in every round" if len(ratios) >= MIN_ROUNDS else
-                   f"{way} in all {len(ratios)} rounds, too few to call it: pass epochs >= "
-                   f"{MIN_ROUNDS + 1}")
+        ratios = rates[label] / rates[base]
+        low, mid, high = np.percentile(ratios, [0, 50, 100])
         lines.append(f"{label}: {mid:.2f}x the images/s of {base} (rounds after the first: "
-                     f"{low:.2f}-{high:.2f}x; {verdict}).")
+                     f"{low:.2f}-{high:.2f}x): {called(ratios)}.")
     return lines
 
 

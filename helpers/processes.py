@@ -4,6 +4,7 @@ import contextlib
 import ctypes
 import hashlib
 import importlib
+import ipaddress
 import json
 import multiprocessing
 import multiprocessing.util  # registers its exit hook (it joins children) before any of ours
@@ -279,3 +280,24 @@ def free_ports(count: int) -> list[int]:
         for s in sockets:
             s.bind(("localhost", 0))
         return [s.getsockname()[1] for s in sockets]
+
+
+def listening(groups: set[int]) -> list[tuple]:
+    """(address, port) of each TCP socket these process ``groups`` listen on here, from /proc."""
+    here, sockets, found = os.readlink("/proc/self/ns/net"), set(), set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError):  # it ended meanwhile
+            if os.getpgid(int(pid)) in groups and os.readlink(f"/proc/{pid}/ns/net") == here:
+                for fd in os.scandir(f"/proc/{pid}/fd"):
+                    with contextlib.suppress(OSError):  # closed meanwhile
+                        sockets.add(os.readlink(fd.path))
+    for table in ("tcp", "tcp6"):  # addresses in hex, 32-bit words in host order; 0A: LISTEN
+        with contextlib.suppress(OSError):  # no IPv6 here
+            for line in Path("/proc/self/net", table).read_text().splitlines()[1:]:
+                fields = line.split()
+                hexed, port = fields[1].split(":")
+                if fields[3] == "0A" and f"socket:[{fields[9]}]" in sockets:
+                    words = [bytes.fromhex(hexed[i:i + 8])[::-1] for i in range(0, len(hexed), 8)]
+                    ip = ipaddress.ip_address(b"".join(words))
+                    found.add((getattr(ip, "ipv4_mapped", None) or ip, int(port, 16)))
+    return sorted(found, key=str)

@@ -21,6 +21,7 @@ from helpers import params as rules
 from helpers.data_parallel import batch_rule
 from helpers.display import subplots
 from helpers.errors import ChildTimeout, LateConfigurationError, WorkersRefused, too_late
+from helpers.processes import listening
 from helpers.timing import steady_state
 
 #: kind: "gpu" or "cpu"; shared_hardware: True where the devices are slices of one chip
@@ -74,7 +75,7 @@ def read_split(by_batch: float, by_replicas: float, noise: float, shared: bool) 
 
 def plot(rows: list[dict], description: str):
     """Images/s against replicas beside perfect scaling; the last four rows as points."""
-    *swept, alone, again, widest_again, alone_again = rows
+    *swept, alone, alone_again, widest_again, again = rows  # in the order they ran
     counts, measured = [r["replicas"] for r in swept], [r["images_per_s"] for r in swept]
     fig, ax = subplots(figsize=(6, 3.5), layout="tight")
     ax.plot(counts, measured, "o-", label="batch per replica fixed")
@@ -151,27 +152,6 @@ def outside_addresses() -> list[str]:
         found.update(str(ipaddress.ip_address(bytes.fromhex(line.split()[0])))
                      for line in inet6.read_text().splitlines())
     return sorted({a for a in found if not ipaddress.ip_address(a).is_loopback} | names)
-
-
-def listening(groups: set[int]) -> list[tuple]:
-    """(address, port) of each TCP socket these process ``groups`` listen on here, from /proc."""
-    here, sockets, found = os.readlink("/proc/self/ns/net"), set(), set()
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        with contextlib.suppress(OSError):  # it ended meanwhile
-            if os.getpgid(int(pid)) in groups and os.readlink(f"/proc/{pid}/ns/net") == here:
-                for fd in os.scandir(f"/proc/{pid}/fd"):
-                    with contextlib.suppress(OSError):  # closed meanwhile
-                        sockets.add(os.readlink(fd.path))
-    for table in ("tcp", "tcp6"):  # addresses in hex, 32-bit words in host order; 0A: LISTEN
-        with contextlib.suppress(OSError):  # no IPv6 here
-            for line in Path("/proc/self/net", table).read_text().splitlines()[1:]:
-                fields = line.split()
-                hexed, port = fields[1].split(":")
-                if fields[3] == "0A" and f"socket:[{fields[9]}]" in sockets:
-                    words = [bytes.fromhex(hexed[i:i + 8])[::-1] for i in range(0, len(hexed), 8)]
-                    ip = ipaddress.ip_address(b"".join(words))
-                    found.add((getattr(ip, "ipv4_mapped", None) or ip, int(port, 16)))
-    return sorted(found, key=str)
 
 
 #: Why local workers must be kept from other machines (notebook 08 says it in prose too)
@@ -330,8 +310,7 @@ def _launch(work: Path, script: Path, visible: list[str], attempt: int, timeout_
                 _read_back({p.pid for p in workers}, {int(a.rsplit(":", 1)[1]) for a in addresses})
             timed_out = time.perf_counter() > began + timeout_s
             if timed_out or any(p.exitcode not in (None, 0) for p in workers):
-                _stop(workers)  # the others would wait for the dead one in their next all-reduce
-                break
+                break  # all stop: the others would wait for the dead one in their next all-reduce
             time.sleep(0.2)
         _report(work / PROGRESS_FILE, seen, progress)
     finally:
@@ -414,7 +393,6 @@ OP_EVENT = re.compile(r"^(?P<name>[^:]+):(?P<type>[A-Za-z_][A-Za-z0-9_]*)$")  # 
 #: events where a step waits for its next input batch
 INPUT_EVENTS = ("IteratorGetNextOp::DoCompute", "IteratorGetNextAsOptionalOp::DoCompute")
 _CPU_PREFIXES = re.compile(r"^_(MklNative|MklFused|Mkl|Fused)")  # oneDNN's, on a CPU
-
 
 #: ms: the total over the traced steps (summed over threads on a CPU)
 OpTime = collections.namedtuple("OpTime", "type name ms count")

@@ -13,7 +13,7 @@ from PIL import Image
 
 from helpers import data, params
 from helpers.display import subplots
-from helpers.gpu_vs_cpu_benchmark import MIN_ROUNDS
+from helpers.gpu_vs_cpu_benchmark import called as called  # notebook 02's rule, for 03
 from helpers.params import all_of, fits_in_memory, folder, integer, number, one_of, validate
 
 TABLE_HEADERS = ["pipeline", "first epoch ms", "later epochs ms", "speedup vs naive", "verdict"]
@@ -112,14 +112,6 @@ def compare(lat: Latencies, pipeline, epochs: int = 3, variants=VARIANTS) -> lis
             for name, s in seconds.items()]
 
 
-def called(ratios, level: float = 1.0, ways=("faster", "slower")) -> str:
-    """``ratios``, one a round, against ``level``: notebook 02's rule (all rounds agree, 5+)."""
-    way = ways[0] if min(ratios) > level else ways[1] if max(ratios) < level else ""
-    return (f"too few rounds ({len(ratios)}) to tell: pass epochs >= {MIN_ROUNDS + 1}"
-            if len(ratios) < MIN_ROUNDS else f"{way} in every round" if way else
-            "no clear difference (the rounds disagree)")
-
-
 def median_range(values, digits: int = 0, scale: float = 1e3, unit: str = "") -> str:
     """``values`` as 'median (min-max)', by default seconds in milliseconds."""
     v = sorted(x * scale for x in values)
@@ -151,7 +143,6 @@ def plot_timelines(results: list[dict]):
 
 
 def write_image_folder(x, y, directory, class_names) -> None:
-    """Save images as PNG files in one sub-folder per class."""
     for i, (image, label) in enumerate(zip(x, y, strict=True)):
         folder = Path(directory) / class_names[int(label)].replace("/", "_")
         folder.mkdir(parents=True, exist_ok=True)
@@ -159,7 +150,6 @@ def write_image_folder(x, y, directory, class_names) -> None:
 
 
 def corrupt_file(path) -> None:
-    """Overwrite 16 bytes in the middle of a file."""
     content = bytearray(Path(path).read_bytes())
     start = len(content) // 2
     content[start : start + 16] = b"\xff" * min(16, len(content) - start)

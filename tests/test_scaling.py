@@ -98,3 +98,13 @@ def test_several_gpus_are_used_as_they_are_with_memory_growth(tf, monkeypatch):
     devices = scale_out_profile.replica_devices(8)
     assert devices.names == ["/GPU:0", "/GPU:1"] and not devices.shared_hardware
     assert grown == ["gpu0", "gpu1"] and devices.description == "2 GPUs"
+
+
+def test_the_plot_takes_the_controls_in_the_mirrored_order_they_ran():
+    """The sweep, then the batch alone twice, the widest again and the first again (08)."""
+    runs = [(1, 16, 100), (2, 32, 150), (1, 32, 120), (1, 32, 130), (2, 32, 160), (1, 16, 110)]
+    rows = [{"replicas": r, "global_batch": b, "images_per_s": v} for r, b, v in runs]
+    lines = scale_out_profile.plot(rows, "a test").axes[0].lines
+    assert list(lines[0].get_ydata()) == [100, 150]  # the sweep
+    assert list(lines[2].get_ydata()) == [120, 130]  # 1 replica at the widest's batch, twice
+    assert list(lines[3].get_ydata()) == [110, 160]  # the first and the widest again
