@@ -9,6 +9,7 @@ import resource
 import signal
 import sys
 import textwrap
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait
@@ -17,10 +18,11 @@ from pathlib import Path
 import numpy as np
 
 from helpers import devices, errors, models, processes
-from helpers.devices import precision
 from helpers.errors import ChildDied, ChildOutOfMemory, ChildTimeout
+from helpers.gpu_vs_cpu_benchmark import MIN_ROUNDS, called
 from helpers.logs import import_tensorflow
 from helpers.params import integer, list_of, one_of, proc_kib, validate
+from helpers.tfdata_pipelines import median_range
 
 
 def late_error(error: BaseException, asked: str) -> errors.LateConfigurationError:
@@ -108,9 +110,8 @@ def _child_main(task: dict) -> dict:  # in a fresh process: build, train, return
     import keras
 
     keras.utils.set_random_seed(0)
-    with precision(task["policy"]):
-        model = models.MODELS[task["model"]](task["x"].shape[1:])
-        model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    model = models.MODELS[task["model"]](task["x"].shape[1:])
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
     # the step's growth: the peak during training over the resident memory just before it
     try:  # restart the peak (VmHWM) from now (Linux 4.0+); else it runs on from the start
         Path("/proc/self/clear_refs").write_text("5")
@@ -146,10 +147,7 @@ def _death(pid: int, exitcode: int, what: str) -> Exception:
                                  "reporting back, as the out-of-memory killer does: counted as "
                                  "out of memory")
     elif exitcode < 0:
-        try:
-            name = signal.Signals(-exitcode).name
-        except ValueError:
-            name = f"signal {-exitcode}"
+        name = {s.value: s.name for s in signal.Signals}.get(-exitcode, f"signal {-exitcode}")
         error = ChildDied(f"the child process ({what}) died from {name} without reporting back "
                           f"(exit code {exitcode}): a crash, not an out-of-memory error")
     else:
@@ -199,26 +197,23 @@ def run_in_child(target, task, timeout: float = 600, what: str = "") -> dict:
 
 
 def train_in_child(model: str, x, y, batch_size: int, steps: int | None = None,
-                   policy: str | None = None, gpu_limit_mb: float | None = None, *,
-                   memory_setup) -> dict:
+                   gpu_limit_mb: float | None = None, *, memory_setup) -> dict:
     """Train ``MODELS[model]`` in a child (its memory freed as it exits) after ``memory_setup``."""
     setup = (memory_setup.__name__, textwrap.dedent(inspect.getsource(memory_setup)))
     task = {"model": model, "x": x, "y": y, "batch_size": batch_size, "steps": steps,
-            "policy": policy, "gpu_limit_mb": int(gpu_limit_mb) if gpu_limit_mb else None,
-            "memory_setup": setup}
+            "gpu_limit_mb": int(gpu_limit_mb) if gpu_limit_mb else None, "memory_setup": setup}
     return run_in_child(_child_main, task, what=f"training batch {batch_size}")
 
 
-def budget_trial(model: str, x, y, budget_mb: float, steps: int = 2, policy: str | None = None,
-                 *, memory_setup):
+def budget_trial(model: str, x, y, budget_mb: float, steps: int = 2, *, memory_setup):
     """A ``try_batch`` for :func:`find_max_batch`: ``steps`` in a child, OOM past ``budget_mb``."""
     limit = budget_mb if np.isfinite(budget_mb) else None
 
     def try_batch(batch: int) -> float:
         need = max(batch * steps, batch)  # the data repeated up to that many examples
         xs, ys = np.resize(x, (need, *x.shape[1:])), np.resize(y, need)
-        result = train_in_child(model, xs, ys, batch, steps=steps, policy=policy,
-                                gpu_limit_mb=limit, memory_setup=memory_setup)
+        result = train_in_child(model, xs, ys, batch, steps=steps, gpu_limit_mb=limit,
+                                memory_setup=memory_setup)
         used = result["gpu_peak_mb"] or result["step_rss_mb"]  # a GPU's own peak where present
         if used > budget_mb:
             raise errors.MemoryBudgetExceeded(
@@ -228,8 +223,37 @@ def budget_trial(model: str, x, y, budget_mb: float, steps: int = 2, policy: str
     return try_batch
 
 
+def side_by_side(steps: dict, rounds: int = MIN_ROUNDS) -> dict:
+    """{name: call} in turn, ``rounds`` rounds after first calls: seconds, allocator's peak MiB."""
+    import tensorflow as tf
+    device = "GPU:0" if tf.config.list_logical_devices("GPU") else "CPU:0"
+    memory = tf.config.experimental  # on a CPU, with TF_CPU_ALLOCATOR_USE_BFC=true set in time
+    runs = {name: {"s": [], "mib": []} for name in steps}
+    for _ in range(rounds + 1):  # the first round: first calls (tracing, compiling), not kept
+        for name, step in steps.items():
+            memory.reset_memory_stats(device)
+            held, start = memory.get_memory_info(device)["current"], time.perf_counter()
+            step()
+            tf.test.experimental.sync_devices()
+            runs[name]["s"].append(time.perf_counter() - start)
+            runs[name]["mib"].append((memory.get_memory_info(device)["peak"] - held) / 2**20)
+    return {name: {key: values[1:] for key, values in run.items()} for name, run in runs.items()}
+
+
+def side_by_side_rows(runs: dict):
+    """Per step: peak MiB and ms, median (min-max), and against the first step's, by round."""
+    first = next(iter(runs.values()))
+    for name, run in runs.items():
+        row = [name]
+        for key, scale, ways in (("mib", 1, ("more", "less")), ("s", 1e3, ("slower", "faster"))):
+            ratios = [v / b for v, b in zip(run[key], first[key], strict=True)]
+            row += [median_range(run[key], 1, scale), "-" if run is first else
+                    f"{np.median(ratios):.2f}x, {called(ratios, ways=ways)}"]
+        yield row
+
+
 def check_parameters(*, model_name, batch_sizes, memory_limit_mb, budget_mb, max_batch,
-                     micro_batch):
+                     micro_batch, remedy_batch):
     """Notebook 07's parameters, checked before any work: one line names a wrong one."""
     smi = devices.nvidia_smi()  # a limit above the smallest GPU's memory means nothing
     gpu_mb = min((g["memory_total_mib"] or 1_000_000 for g in smi), default=1_000_000)
@@ -239,4 +263,5 @@ def check_parameters(*, model_name, batch_sizes, memory_limit_mb, budget_mb, max
         memory_limit_mb=(memory_limit_mb, integer(0, gpu_mb)),
         budget_mb=(budget_mb, integer(1, 10_000_000)),
         max_batch=(max_batch, integer(8, 1_000_000)),
-        micro_batch=(micro_batch, integer(1, 65536)))
+        micro_batch=(micro_batch, integer(1, 65536)),
+        remedy_batch=(remedy_batch, integer(1, 65536)))

@@ -137,7 +137,7 @@ def test_child_errors_reach_the_parent(tf):
 def test_cpu_budget_search_uses_the_same_search(tf):
     calls = []
 
-    def fake_child(model, x, y, batch, steps, policy, gpu_limit_mb, memory_setup):
+    def fake_child(model, x, y, batch, steps, gpu_limit_mb, memory_setup):
         calls.append((batch, len(x)))
         return {"step_rss_mb": batch * 1.0, "gpu_peak_mb": None}  # 1 MiB per example
 
@@ -192,7 +192,7 @@ def test_the_child_limits_each_gpu_before_its_first_op(tf, monkeypatch):
 def test_on_a_gpu_the_budget_is_the_childs_limit_and_real_ooms_count(tf, monkeypatch):
     limits = []
 
-    def fake_child(model, x, y, batch, steps, policy, gpu_limit_mb, memory_setup):
+    def fake_child(model, x, y, batch, steps, gpu_limit_mb, memory_setup):
         limits.append(gpu_limit_mb)
         if batch > 24:  # what the child reports when TF runs out of its limited memory
             raise errors.ChildOutOfMemory("ResourceExhaustedError: OOM when allocating tensor")
@@ -392,3 +392,24 @@ def test_the_same_gpu_limit_again_is_silent_and_growth_on_it_is_refused(fake_con
         lesson.set_gpu_memory(["gpu0"])  # growth on top of a limit: TF refuses, started or not
     assert "cannot switch" in str(out_of_memory.late_error(error.value, "memory growth"))
 
+
+
+def _side_by_side_in_child(_):
+    import tensorflow as tf
+
+    steps = {"small": tf.function(lambda: tf.reduce_sum(tf.random.uniform([2**8]))),
+             "4 MiB": tf.function(lambda: tf.reduce_sum(tf.random.uniform([2**20])))}
+    runs = out_of_memory.side_by_side(steps)
+    return {"runs": runs, "rows": list(out_of_memory.side_by_side_rows(runs))}
+
+
+def test_side_by_side_reads_each_steps_own_peak_and_judges_it_round_by_round(monkeypatch):
+    """Notebook 07's remedies table: the allocator's peak per call (reset before each; on a CPU,
+    the BFC allocator the environment asks for), five rounds kept, each against the first step."""
+    monkeypatch.setenv("TF_CPU_ALLOCATOR_USE_BFC", "true")  # read at the child's first op
+    result = out_of_memory.run_in_child(_side_by_side_in_child, None)
+    runs, rows = result["runs"], result["rows"]
+    assert [len(run[key]) for run in runs.values() for key in ("s", "mib")] == [5] * 4
+    assert min(runs["4 MiB"]["mib"]) >= 4 > max(runs["small"]["mib"]), runs
+    assert [row[0] for row in rows] == ["small", "4 MiB"] and rows[0][2] == "-"
+    assert rows[1][2].endswith("more in every round"), rows

@@ -41,6 +41,33 @@ def estimate_mb(model, batch_size, optimizer_slots=2):
 
 
 # 07_out_of_memory.ipynb, section 'Reduce'
+def training_step(model, optimizer, loss_fn, recompute=0, jit_compile=False):
+    """A training step as a tf.function; the model's first `recompute` layers keep no
+    activations for the backward pass: tf.recompute_grad runs them again there."""
+    def run(layers, h):
+        for layer in layers:
+            h = layer(h, training=True)
+        return h
+
+    def block(h):
+        return run(model.layers[:recompute], h)
+
+    if recompute:
+        block = tf.recompute_grad(block)  # keeps the block's input; recomputes the rest
+
+    @tf.function(jit_compile=jit_compile)  # True: XLA compiles the whole step as one program
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, run(model.layers[recompute:], block(x)))
+            scaled = optimizer.scale_loss(loss)  # mixed_float16's loss scaling; else the loss
+        grads = tape.gradient(scaled, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+        return loss
+
+    return step
+
+
+# 07_out_of_memory.ipynb, section 'Reduce'
 def accumulated_gradients(model, loss_fn, x, y, micro_batch):
     """The gradient of the mean loss over x, computed micro_batch examples at a time."""
     total = len(x)
