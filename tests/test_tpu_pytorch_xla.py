@@ -664,3 +664,12 @@ def test_hints_escalate_on_changed_wrong_answers_only():
     other = exercises.check("10.2", _last_axis, mesh=MESH)
     assert first.hint.startswith("Where to look") and again.hint == first.hint
     assert other.hint.startswith("Hint: For each tensor")
+
+
+def test_alternated_judges_only_from_five_pairs_that_all_agree():
+    few = tpu_pytorch_xla.alternated({"lazy": [3, 4], "compiled": [1, 2]}, "ms")
+    assert few.endswith("too few rounds (2) to tell: it needs 5 pairs (median ratio 2.50)")
+    slower = tpu_pytorch_xla.alternated({"lazy": [3, 4, 5, 4, 3], "compiled": [1] * 5}, "ms")
+    assert "lazy above compiled in every round (median ratio 4.00)" in slower, slower
+    mixed = tpu_pytorch_xla.alternated({"lazy": [3, 1, 5, 4, 3], "compiled": [2] * 5}, "ms")
+    assert "no clear difference" in mixed and mixed.startswith("lazy: 3 ms (3-4); compiled: 2 ms")
