@@ -204,7 +204,8 @@ bench-test: $(STAMP) $(TPU_STAMP)
 # Needs only a python3 (3.11 or newer, with venv and pip): its launcher imports the standard
 # library only. With an NVIDIA GPU it builds .venv-gpu (tensorflow[and-cuda]), without one it
 # uses .venv; where TensorFlow can be neither imported nor installed (no network), it runs
-# notebook 09 on the image's JAX, with the wheels of `make gpu-wheels`.
+# notebook 09 on the image's JAX, with the wheels of `make gpu-wheels`, and the DCGAN step in
+# the image's PyTorch on CUDA (`tools.bench --only dcgan_cuda`).
 # GPU_CHECK_ARGS: e.g. --budget-s 600, --dry-run, --without-tensorflow.
 gpu-check:
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { echo "make: \

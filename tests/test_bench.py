@@ -1,4 +1,5 @@
 import json
+import re
 
 import pytest
 
@@ -82,12 +83,24 @@ def test_keras_jax_vs_tf_fit_record(tf):
 
 def test_dcgan_step_records_on_each_engine(tf):
     records = bench.bench_dcgan_engines(batch_size=32, repeats=2)
-    names = [r["name"] for r in records]
-    expected = ["dcgan_step_keras_jax_vs_tf"]
-    if bench.TPU_PYTHON.exists():  # the TPU stack is there: torch_xla's record too
-        expected.append("dcgan_step_pytorch_xla_vs_tf")
-    assert names == expected
+    names = [r["name"] for r in records]  # torch_xla's in .venv-tpu (make bench-test makes it)
+    assert names == ["dcgan_step_keras_jax_vs_tf", "dcgan_step_pytorch_xla_vs_tf"]
     for rec in records:
         assert rec["unit"] == "images/s" and rec["value"] > 0 and rec["baseline_value"] > 0
         assert rec["ratio"] == pytest.approx(rec["value"] / rec["baseline_value"])
         assert "TensorFlow" in rec["baseline"] and "batch 32, float32" in rec["metric"]
+
+
+def test_dcgan_step_on_cuda_or_why_not():
+    """Notebook 10's step on torch's CUDA device (this Python's torch, else .venv-tpu's), with the
+    range of images/s over the steps; where torch sees no CUDA device, no value and why."""
+    (rec,) = bench.bench_dcgan_cuda(batch_size=16, repeats=5)
+    assert rec["name"] == "dcgan_step_pytorch_cuda" and rec["unit"] == "images/s"
+    if rec.get("not_run"):  # this CPU: a torch that finds no GPU says which build it is
+        assert rec["value"] is None and rec["device"] == "no CUDA device" and "spread" not in rec
+        assert re.fullmatch(r"torch \S+ finds no CUDA device \((a CUDA [\d.]+ build: no GPU or "
+                            r"driver it can use|likely cause: a CPU-only build)\)", rec["not_run"])
+    else:  # a GPU torch sees: its name, and the median between the slowest and fastest step
+        low, high = (float(x.replace(",", "")) for x in rec["spread"].split("-"))
+        assert rec["device"] != "CPU" and low - 1 <= rec["value"] <= high + 1
+        assert "median of 5 steps" in rec["metric"] and "batch 16, float32" in rec["metric"]

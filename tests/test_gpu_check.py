@@ -228,7 +228,6 @@ def test_the_gpu_branch_runs_from_a_bare_python_up_to_what_needs_the_hardware(
     for name in pinned:
         assert f"--child notebook {name} " in stages["notebooks"]["detail"]
     assert "not notebooks and not site and not tpu and not bench" in stages["unit tests"]["detail"]
-    assert not (gpu_check.GPU_VENV / ".installed").exists() or "up to date" in plan
     assert (out / "report.md").read_text().rstrip().endswith("nothing installed or run.")
 
 
@@ -280,25 +279,28 @@ def wheels(tmp_path):
 
 def test_without_tensorflow_or_a_network_it_plans_09_on_the_image_jax(tmp_path, wheels):
     """A fake GPU, a Python with JAX and no TensorFlow, and an index that does not answer: it
-    chooses by itself to run 09 in a venv on that Python's packages, installing from the wheels
-    folder only, and names what needs TensorFlow as not run, and why."""
+    chooses by itself to run 09 and the DCGAN step in PyTorch on CUDA in a venv on that Python's
+    packages, installing from the wheels folder only, and names what needs TensorFlow as not run,
+    and why."""
     out = tmp_path / "out"
     command = [TPU_PYTHON, "-m", "tools.gpu_check", "--dry-run", "--out", out, "--wheels", wheels]
     said, report = launched(command, H200_SMI, out, NO_INDEX)
     assert f"without TensorFlow: {gpu_check.NO_TF}" in said
     assert report["mode"] == "gpu" and report["environment"] == str(out / "venv")
     stages = {s["name"]: s for s in report["stages"]}
-    assert list(stages) == ["environment", "probe", "notebooks"]
+    assert list(stages) == ["environment", "probe", "bench", "notebooks"]
     plan = stages["environment"]["detail"]
     assert f"-m venv --clear --without-pip --system-site-packages {out / 'venv'}" in plan
     assert f"install -q --no-index --find-links {wheels} -r {wheels / 'requirements.txt'}" in plan
+    venv_python = out / "venv" / "bin" / "python"
+    bench = f"{venv_python} -m tools.bench --light --out {out / 'bench'} --only dcgan_cuda"
+    assert bench in stages["bench"]["detail"]
     assert [n["notebook"] for n in report["notebooks"]] == gpu_check.IMAGE_NOTEBOOKS
     pinned = [p.stem[:2] for p in gpu_check.course.stack_notebooks("pinned")]
-    assert report["not_run"] == {
+    assert report["not_run"] == {  # the GPU parts are planned: what JAX and torch see is not known
         f"notebooks {', '.join(pinned)}": gpu_check.NO_TF,
         "the unit tests": gpu_check.NO_TF,
-        "tools.bench (each record times TensorFlow)": gpu_check.NO_TF,
-        "DCGAN step in PyTorch": gpu_check.NO_TORCH_STEP,
+        "tools.bench's TensorFlow records": gpu_check.NO_TF,
     }
     text = (out / "report.md").read_text()
     assert text.index("## Not run") < text.index("## Stages")  # said before what ran
@@ -313,25 +315,42 @@ def test_without_tensorflow_wheels_must_be_there(tmp_path):
 
 
 @pytest.mark.bench  # about two minutes: make bench-test
-def test_make_gpu_check_without_tensorflow_runs_09_on_the_cpu(tmp_path, wheels):
-    """`make gpu-check` on a Python with JAX and no TensorFlow, asked to go without it: the
-    environment from the wheels folder without an index, the probe (JAX on the CPU) and
-    notebook 09 on 8 simulated CPU devices pass; what needs TensorFlow is named as not run."""
+def test_make_gpu_check_without_tensorflow_on_a_gpu_that_jax_and_torch_do_not_see(tmp_path, wheels):
+    """`make gpu-check` on a Python with JAX and torch and no TensorFlow, asked to go without it,
+    where nvidia-smi lists a GPU that neither sees (here: a fake nvidia-smi, and their builds find
+    no GPU): exit 0; the report says so at the top in one line, names 09 on the GPU and the DCGAN
+    step on CUDA as not run, with why, and runs what can run: the environment from the wheels
+    folder without an index, the probe, tools.bench (its record says why not) and 09 on 8
+    simulated CPU devices."""
     out = tmp_path / "out"
     args = f"--without-tensorflow --out {out} --wheels {wheels}"
     make = ["make", "--no-print-directory", "gpu-check", f"PYTHON={TPU_PYTHON}"]
-    said, report = launched([*make, f"GPU_CHECK_ARGS={args}"], NO_GPU_SMI, out, NO_INDEX)
-    assert "GPU check: no GPU" in said and "without TensorFlow: asked" in said
+    said, report = launched([*make, f"GPU_CHECK_ARGS={args}"], H200_SMI, out, NO_INDEX)
+    assert "GPU check: NVIDIA H200" in said and "without TensorFlow: asked" in said
     assert [(s["name"], s["status"]) for s in report["stages"]] == [
-        ("environment", "passed"), ("probe", "passed"), ("notebooks", "passed")]
-    assert report["runtime"]["jax"] and report["runtime"]["gpus"] == []  # JAX: no GPU here
+        ("environment", "passed"), ("probe", "passed"), ("bench", "passed"),
+        ("notebooks", "passed")]
+    jax = report["runtime"]["jax"]
+    assert report["runtime"]["gpus"] == []  # JAX: no GPU here
     [nb] = report["notebooks"]
     assert (nb["notebook"], nb["status"]) == ("09_tpu_keras_jax", "passed")
     assert nb["device"] == "8 simulated CPU device(s) (no TPU here)"  # never a GPU here
-    assert set(report["not_run"].values()) == {"asked (--without-tensorflow)",
-                                               gpu_check.NO_TORCH_STEP}
+    [record] = report["bench"]
+    assert record["name"] == "dcgan_step_pytorch_cuda" and record["value"] is None
+    assert record["not_run"].startswith("torch ") and "finds no CUDA device (" in record["not_run"]
+    unseen = f"JAX {jax} sees cpu only (likely a CPU-only build)"
+    pinned = [p.stem[:2] for p in gpu_check.course.stack_notebooks("pinned")]
+    tf_parts = [f"notebooks {', '.join(pinned)}", "the unit tests",
+                "tools.bench's TensorFlow records"]
+    assert report["not_run"] == {
+        **dict.fromkeys(tf_parts, "asked (--without-tensorflow)"),
+        "notebook 09 on the GPU": unseen,
+        "DCGAN step in PyTorch on CUDA": record["not_run"],
+    }
     text = (out / "report.md").read_text()
-    assert f"JAX {report['runtime']['jax']}; GPUs it sees: none" in text
+    top = f"**nvidia-smi lists a GPU, but {unseen}; {record['not_run']}.**"
+    assert top in text and text.index(top) < text.index("Device: NVIDIA H200")
+    assert f"JAX {jax}; GPUs it sees: none" in text
     assert text.rstrip().endswith("not run: " + ", ".join(report["not_run"]) + ".")
     assert "Result: all stages passed; not run: notebooks 01" in text
 
@@ -357,6 +376,45 @@ def _alive(pid: int) -> bool:
             return not f.read().rpartition(") ")[2].startswith("Z")
     except FileNotFoundError:
         return False
+
+
+#: A stand-in for the environment's Python: prints what the probe or tools.bench would
+FAKE_PYTHON = """#!/bin/sh
+if [ "$2" = tools.bench ]; then mkdir -p "$5"; echo '%s' > "$5/results.json"; else echo '%s'; fi
+"""
+NO_CUDA = "torch 2.11.0+cpu finds no CUDA device (likely cause: a CPU-only build)"
+JAX_CPU = {"jax": "0.9.0", "gpus": [], "unseen": "JAX 0.9.0 sees cpu only (a CPU-only build?)"}
+
+
+@pytest.mark.parametrize("mode", ["gpu", "cpu"])
+def test_without_tensorflow_what_jax_and_torch_do_not_see_is_not_run_and_said_first(
+    tmp_path, mode
+):
+    """The probe and tools.bench answer that JAX and torch see no GPU: where nvidia-smi lists
+    one, both stages pass, 09 on the GPU and the DCGAN step on CUDA are named as not run with
+    why, and the report says so first, in one line; without a GPU, only the DCGAN step is."""
+    record = {"name": "dcgan_step_pytorch_cuda", "value": None, "not_run": NO_CUDA}
+    python = tmp_path / "python"
+    python.write_text(FAKE_PYTHON % (json.dumps([record]), json.dumps(JAX_CPU)))
+    python.chmod(0o755)
+    run, check = gpu_check.Runner(tmp_path, 60, dry_run=False), Check("now", mode, "an H100")
+    gpu_check.probe(python, run, check, "jax")
+    gpu_check.bench(python, run, check, ["dcgan_cuda"])
+    assert [(s.name, s.status) for s in check.stages] == [("probe", "passed"), ("bench", "passed")]
+    expected = {"notebook 09 on the GPU": JAX_CPU["unseen"]} if mode == "gpu" else {}
+    assert check.not_run == {**expected, "DCGAN step in PyTorch on CUDA": NO_CUDA} and check.ok
+    text = gpu_check.report_markdown(check)
+    top = f"**nvidia-smi lists a GPU, but {JAX_CPU['unseen']}; {NO_CUDA}.**"
+    assert (top in text and text.index(top) < text.index("Device:")) == (mode == "gpu")
+
+
+def test_a_gpu_tensorflow_does_not_see_fails_the_probe(tmp_path):
+    python = tmp_path / "python"
+    python.write_text(FAKE_PYTHON % ("[]", json.dumps({"tensorflow": "2.21.0", "gpus": []})))
+    python.chmod(0o755)
+    check = Check("now", "gpu", "an H100")
+    gpu_check.probe(python, gpu_check.Runner(tmp_path, 60, dry_run=False), check)
+    assert check.stages[-1].status == "failed" and "it sees none" in check.stages[-1].detail
 
 
 def test_a_failed_command_fails_its_stage_and_the_check(tmp_path):

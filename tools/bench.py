@@ -1,6 +1,7 @@
 """Run the course's benchmarks; write build/bench/results.json and results.md."""
 
 import argparse
+import importlib.util
 import json
 import os
 import platform
@@ -185,51 +186,56 @@ n = len(x) // global_batch * global_batch
 print(json.dumps({"images_per_s": n / steady_state(timer.seconds)}))
 """
 
-#: Notebook 09's DCGAN step (helpers.lessons.nb09, its #@save cells) on one CPU device.
-JAX_DCGAN = """
-import json, os, sys, time
-os.environ.update(KERAS_BACKEND="jax", JAX_PLATFORMS="cpu")
-import jax, keras, numpy as np
-from helpers.lessons.nb09 import build_gan
-from helpers.timing import steady_state
-batch, repeats = map(int, sys.argv[1:3])
-step, state, _ = build_gan(jax.devices()[:1], batch, "float32", dropout=0.3)  # 04's dropout
-real = jax.device_put(np.random.default_rng(0).uniform(-1, 1, (batch, 28, 28, 1)).astype("float32"))
+#: Notebook 04's DCGAN step on one device, in a fresh process: "jax" (09's, on the CPU), "xla"
+#: (10's, XLA's CPU device, in .venv-tpu) or "cuda" (10's, where torch sees one; else why not).
+DCGAN_STEP = """
+import json, os, statistics, sys, time
+os.environ.update(KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", PJRT_DEVICE="CPU", CPU_NUM_DEVICES="1")
+import numpy as np
+batch, repeats, kind = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+real, name = np.random.default_rng(0).uniform(-1, 1, (batch, 28, 28, 1)).astype("float32"), "CPU"
+if kind == "jax":
+    import jax, keras
+    from helpers.lessons.nb09 import build_gan
+    step, state, _ = build_gan(jax.devices()[:1], batch, "float32", dropout=0.3)  # 04's dropout
+    engine, real = f"Keras {keras.__version__} on JAX {jax.__version__}", jax.device_put(real)
+else:
+    import torch
+    from helpers.lessons.nb10 import make_discriminator, make_generator, train_step
+    engine = f"torch {torch.__version__}"
+    if kind == "cuda" and not torch.cuda.is_available():
+        build = (f"a CUDA {torch.version.cuda} build: no GPU or driver it can use"
+                 if torch.version.cuda else "likely cause: a CPU-only build")
+        print(json.dumps({"not_run": f"{engine} finds no CUDA device ({build})"}))
+        sys.exit()
+    if kind == "cuda":
+        device, name = torch.device("cuda"), torch.cuda.get_device_name()
+        wait = torch.cuda.synchronize
+    else:
+        import torch_xla
+        device, engine = torch_xla.device(), f"{engine}, torch_xla {torch_xla.__version__}"
+        wait = lambda: torch_xla.sync(wait=True)  # runs the step's graph, and waits for it
+    torch.manual_seed(0)
+    generator, discriminator = make_generator().to(device), make_discriminator().to(device)
+    g_opt, d_opt = (torch.optim.Adam(m.parameters(), 2e-4, betas=(0.5, 0.999))
+                    for m in (generator, discriminator))
+    real = torch.from_numpy(real).reshape(batch, 1, 28, 28).to(device)  # one channel, first
 seconds = []
-for i in range(repeats + 2):  # two warm-up steps: the first compiles
+for i in range(repeats + 3):  # 3 warm-up steps: compiled, then again with the optimizers' state
     began = time.perf_counter()
-    state, (disc, gen) = step(state, real, i)  # the noise is drawn in the step
-    float(disc)  # waits for the step
+    if kind == "jax":
+        state, (disc, gen) = step(state, real, i)  # the noise is drawn in the step
+        float(disc)  # waits for the step
+    else:
+        noise = torch.randn(batch, 100, device=device)
+        train_step(generator, discriminator, g_opt, d_opt, real, noise, bfloat16=False)
+        wait()
     seconds.append(time.perf_counter() - began)
-print(json.dumps({"images_per_s": batch / steady_state(seconds, warmup=2),
-                  "engine": f"Keras {keras.__version__} on JAX {jax.__version__}"}))
-"""
-
-#: Notebook 10's DCGAN step (helpers.lessons.nb10) on one XLA CPU device, in .venv-tpu.
-XLA_DCGAN = """
-import json, os, sys, time
-os.environ.update(PJRT_DEVICE="CPU", CPU_NUM_DEVICES="1")
-import torch, torch_xla
-import torch_xla.core.xla_model as xm
-from helpers.lessons.nb10 import make_discriminator, make_generator, train_step
-from helpers.timing import steady_state
-batch, repeats = map(int, sys.argv[1:3])
-device = torch_xla.device()
-torch.manual_seed(0)
-generator, discriminator = make_generator().to(device), make_discriminator().to(device)
-g_opt, d_opt = (torch.optim.Adam(m.parameters(), 2e-4, betas=(0.5, 0.999))
-                for m in (generator, discriminator))
-real = (torch.rand(batch, 1, 28, 28) * 2 - 1).to(device)
-seconds = []
-for i in range(repeats + 3):  # 3 warm-up steps: compiled, then again with Adam's state
-    began = time.perf_counter()
-    noise = torch.randn(batch, 100, device=device)
-    train_step(generator, discriminator, g_opt, d_opt, real, noise, bfloat16=False)
-    torch_xla.sync()
-    xm.wait_device_ops()
-    seconds.append(time.perf_counter() - began)
-print(json.dumps({"images_per_s": batch / steady_state(seconds, warmup=3),
-                  "engine": f"torch {torch.__version__}, torch_xla {torch_xla.__version__}"}))
+rates = sorted(batch / s for s in seconds[3:])  # images/s of each step after the warm-up
+metric = (f"DCGAN step images/s, median of {repeats} steps (notebook 04's networks, batch {batch}, "
+          f"float32) on {engine}")
+print(json.dumps({"images_per_s": statistics.median(rates), "metric": metric, "device": name,
+                  "spread": f"{rates[0]:,.0f}-{rates[-1]:,.0f}"}))
 """
 
 
@@ -262,27 +268,31 @@ def bench_dcgan_engines(batch_size: int = 256, repeats: int = 10) -> list:
         tf_rate = measure(lambda: step(images), repeats=repeats, work=batch_size).rate
     baseline = f"TensorFlow {tf.__version__}: notebook 04's step, same batch, same run"
     records = []
-    for name, code, python in [("keras_jax", JAX_DCGAN, Path(sys.executable)),
-                               ("pytorch_xla", XLA_DCGAN, TPU_PYTHON)]:
-        if not python.exists():
-            print(f"dcgan_step_{name}_vs_tf: skipped, no .venv-tpu (make venv-tpu)")
-            continue
-        run = _child(code, (batch_size, repeats), python=str(python))
-        metric = (f"DCGAN step images/s (notebook 04's networks, batch {batch_size}, float32) "
-                  f"on {run['engine']}")
+    for name, kind, python in [("keras_jax", "jax", sys.executable),
+                               ("pytorch_xla", "xla", TPU_PYTHON)]:
+        run = _child(DCGAN_STEP, (batch_size, repeats, kind), python=str(python))
         records.append(record(f"dcgan_step_{name}_vs_tf",
-                              f"CPU ({os.cpu_count()} cores), one device per engine", metric,
+                              f"CPU ({os.cpu_count()} cores), one device per engine", run["metric"],
                               run["images_per_s"], "images/s", baseline, tf_rate))
     return records
 
 
+def bench_dcgan_cuda(batch_size: int = 256, repeats: int = 20) -> list:
+    """``dcgan_step_pytorch_cuda``: notebook 10's step on CUDA, or why not (and no value)."""
+    python = sys.executable if importlib.util.find_spec("torch") else TPU_PYTHON  # make venv-tpu
+    run = _child(DCGAN_STEP, (batch_size, repeats, "cuda"), python=str(python))
+    found = record("dcgan_step_pytorch_cuda", run.get("device", "no CUDA device"),
+                   run.get("metric", "DCGAN step images/s"), run.get("images_per_s"), "images/s")
+    return [found | {key: run[key] for key in ("spread", "not_run") if key in run}]
+
+
 BENCHMARKS = {"matmul": bench_matmul, "tfdata": bench_tfdata, "dcgan": bench_dcgan,
               "scaling": bench_scaling, "keras_jax": bench_keras_jax,
-              "dcgan_engines": bench_dcgan_engines}
+              "dcgan_engines": bench_dcgan_engines, "dcgan_cuda": bench_dcgan_cuda}
 LIGHT = {  # --light (make gpu-check): the same records, measured on less work
     "matmul": {"cpu_sizes": (256, 512, 1024), "accelerator_sizes": (1024, 4096), "repeats": 5},
     "tfdata": {"latency_scale": 0.3, "epochs": 3, "images": 2048, "steps": 16},
-    "dcgan": {"repeats": 5}, "dcgan_engines": {"repeats": 5},
+    "dcgan": {"repeats": 5}, "dcgan_engines": {"repeats": 5}, "dcgan_cuda": {"repeats": 10},
     "scaling": {"images": 4096, "epochs": 3, "worker_steps": 60},
 }
 COLUMNS = ["name", "device", "metric", "value", "unit", "baseline", "baseline_value", "ratio"]
@@ -305,13 +315,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="*", choices=sorted(BENCHMARKS))
     parser.add_argument("--light", action="store_true", help="less work per benchmark")
     args = parser.parse_args(argv)
-    tf = import_tensorflow()
+    version = import_tensorflow().__version__ if importlib.util.find_spec("tensorflow") else "none"
     records = []
     for name in args.only or BENCHMARKS:
         print(f"benchmark {name} ...", flush=True)
         records += BENCHMARKS[name](**(LIGHT.get(name, {}) if args.light else {}))
     meta = {"when": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-            "machine": f"{platform.machine()} {platform.node()}", "tensorflow": tf.__version__}
+            "machine": f"{platform.machine()} {platform.node()}", "tensorflow": version}
     json_path, md_path = write(records, args.out, meta)
     print(f"{md_path.read_text()}\nwrote {json_path} and {md_path}")
     return 0

@@ -5,7 +5,6 @@ The launcher imports the standard library only; each stage runs in the environme
 
 import argparse
 import contextlib
-import hashlib
 import json
 import os
 import re
@@ -36,7 +35,7 @@ NO_GPU = "no GPU: nvidia-smi lists none, so the CUDA build is not installed"
 WHEELS = course.BUILD / "gpu-wheels"
 IMAGE_NOTEBOOKS = ["09_tpu_keras_jax"]  # Keras on JAX: what such an image runs
 NO_TF = "no TensorFlow on this image, and no network to install it"
-NO_TORCH_STEP = "tools.bench has none (its PyTorch step is PyTorch/XLA's, against TensorFlow's)"
+ON_GPU = ["notebook 09 on the GPU", "DCGAN step in PyTorch on CUDA"]  # where JAX, torch see none
 #: JAX started before 09's first cell, whose JAX_PLATFORMS=cpu then cannot hide the GPU
 JAX_FIRST = "import jax  # noqa: F401  (make gpu-check, an IPython startup file)\n"
 #: This Python's packages, for a venv (--system-site-packages misses them where it is a venv)
@@ -105,6 +104,8 @@ def headline(records: list[dict]) -> list[str]:
 def report_markdown(check: Check) -> str:
     """Device first, what it does, then each stage, the tests, the notebooks and the records."""
     lines = ["# GPU check", "", f"Run {check.when}, mode: **{check.mode}**.", ""]
+    if check.mode == "gpu" and (unseen := [check.not_run[p] for p in ON_GPU if p in check.not_run]):
+        lines += [f"**nvidia-smi lists a GPU, but {'; '.join(unseen)}.**", ""]
     lines.append(f"Device: {check.device}" if check.mode == "gpu" else f"Device: **{NO_GPU}**.")
     if rt := check.runtime:
         build = (f"CUDA {rt.get('cuda')}, cuDNN {rt.get('cudnn')}" if rt.get("cuda_build")
@@ -127,7 +128,7 @@ def report_markdown(check: Check) -> str:
         rows = [[f"{n[k]:.1f}" if k == "seconds" else n[k] for k in keys] for n in check.notebooks]
         lines += ["", "## Notebooks (test profile)", "", *table(keys, rows)]
     if check.bench:
-        keys = ["name", "device", "metric", "value", "unit", "baseline", "ratio"]
+        keys = ["name", "device", "metric", "value", "unit", "spread", "baseline", "ratio"]
         lines += ["", "## Benchmarks", "", *table(keys, [[r.get(k) for k in keys]
                                                          for r in check.bench])]
     unfinished = ", ".join(s.name for s in check.stages if s.status in ("stopped", "not run"))
@@ -257,11 +258,11 @@ class Runner:
 
 
 def environment(mode: str, run: Runner, check: Check, wheels: Path | None = None) -> Path:
-    """``.venv-gpu`` (again only when the pins change), ``.venv``, or with ``wheels`` (without
+    """``.venv-gpu`` (uv skips what it holds already), ``.venv``, or with ``wheels`` (without
     TensorFlow) a venv in the output folder; returns its Python."""
     start, venv = time.monotonic(), GPU_VENV if mode == "gpu" else ROOT / ".venv"
     venv = run.out / "venv" if wheels else venv
-    python, stamp, wanted, steps = venv / "bin" / "python", venv / ".installed", None, []
+    python = venv / "bin" / "python"
     if wheels:
         steps, detail = image_steps(venv, wheels)
     elif mode == "cpu":
@@ -269,30 +270,21 @@ def environment(mode: str, run: Runner, check: Check, wheels: Path | None = None
         detail = ".venv (CPU TensorFlow, from requirements.txt)"
     else:
         # tensorflow-cpu swapped for the CUDA build at its version (a probe sees none without)
-        requirements = re.sub(r"(?m)^tensorflow-cpu==", "tensorflow[and-cuda]==",
-                              (ROOT / "requirements.txt").read_text())
-        pins = requirements + (ROOT / "pyproject.toml").read_text()
-        wanted = hashlib.sha256(pins.encode()).hexdigest()
         detail = ".venv-gpu (tensorflow[and-cuda] at the pinned version)"
-        if python.exists() and stamp.exists() and stamp.read_text() == wanted:
-            detail += ", up to date"
-        else:
-            pinned = run.out / "requirements-gpu.txt"
-            pinned.parent.mkdir(parents=True, exist_ok=True)
-            pinned.write_text(requirements)
-            uv_version = re.search(r"(?m)^UV_VERSION\s*:=\s*(\S+)",
-                                   (ROOT / "Makefile").read_text())[1]
-            uv = [venv / "bin" / "uv", "pip", "install", "-q", "--python", python]
-            steps = [[sys.executable, "-m", "venv", venv],
-                     [python, "-m", "pip", "install", "-q", f"uv=={uv_version}"],
-                     [*uv, "-r", pinned], [*uv, "--no-deps", "-e", ROOT]]
+        pinned = run.out / "requirements-gpu.txt"
+        pinned.parent.mkdir(parents=True, exist_ok=True)
+        pinned.write_text(re.sub(r"(?m)^tensorflow-cpu==", "tensorflow[and-cuda]==",
+                                 (ROOT / "requirements.txt").read_text()))
+        uv_version = re.search(r"(?m)^UV_VERSION\s*:=\s*(\S+)", (ROOT / "Makefile").read_text())[1]
+        uv = [venv / "bin" / "uv", "pip", "install", "-q", "--python", python]
+        steps = [[sys.executable, "-m", "venv", venv],
+                 [python, "-m", "pip", "install", "-q", f"uv=={uv_version}"],
+                 [*uv, "-r", pinned], [*uv, "--no-deps", "-e", ROOT]]
     status, output = "failed" if wheels and not steps else "passed", ""
     for number, step in enumerate(steps):
         status, output, _ = run(step, f"environment-{number}")
         if status not in ("passed", "planned"):
             break
-    if status == "passed" and wanted and steps:
-        stamp.write_text(wanted)
     if status in ("failed", "stopped") and output.strip():
         detail += ": " + output.strip().splitlines()[-1][:200]
     check.environment = str(venv.relative_to(ROOT) if venv.is_relative_to(ROOT) else venv)
@@ -306,8 +298,10 @@ def probe(python: Path, run: Runner, check: Check, *engine: str) -> None:
     check.runtime = rt = last_json_line(output) or {}
     detail = f"JAX {rt['jax']}" if "jax" in rt else f"TensorFlow {rt['tensorflow']}" if rt else ""
     detail = detail or ("" if status == "planned" else "see logs/probe.log")
-    if status == "passed" and check.mode == "gpu" and not check.runtime.get("gpus"):
+    if status == "passed" and check.mode == "gpu" and not rt.get("gpus") and "jax" not in rt:
         status, detail = "failed", detail + ": nvidia-smi lists a GPU but it sees none (CUDA?)"
+    if check.mode == "gpu" and rt.get("unseen"):  # JAX sees no GPU: 09 runs on the CPU
+        check.not_run[ON_GPU[0]] = rt["unseen"]
     check.stages.append(Stage("probe", status, seconds, detail))
 
 
@@ -316,6 +310,7 @@ def bench(python: Path, run: Runner, check: Check, names: list[str]) -> None:
     cmd = [python, "-m", "tools.bench", "--light", "--out", results.parent, "--only", *names]
     status, _, seconds = run(cmd, "bench")
     check.bench = json.loads(results.read_text()) if status == "passed" else []
+    check.not_run.update((ON_GPU[1], r["not_run"]) for r in check.bench if r.get("not_run"))
     detail = f"tools.bench --light, {', '.join(names)}: {len(check.bench)} records"
     check.stages.append(Stage("bench", status, seconds, detail))
 
@@ -370,8 +365,9 @@ def child(what: str, *args: str) -> None:
     if what == "probe" and args:  # JAX's view, where there is no TensorFlow
         import jax  # noqa: PLC0415
 
-        facts = {"jax": jax.__version__, "gpus": [d.device_kind for d in jax.devices()
-                                                  if d.platform == "gpu"]}
+        gpus = [d.device_kind for d in jax.devices() if d.platform == "gpu"]
+        found = f"JAX {jax.__version__} sees {jax.default_backend()} only (likely a CPU-only build)"
+        facts = {"jax": jax.__version__, "gpus": gpus, "unseen": "" if gpus else found}
     elif what == "probe":
         from helpers import devices  # noqa: PLC0415
         from helpers.logs import import_tensorflow  # noqa: PLC0415
@@ -421,10 +417,9 @@ def main(argv: list[str] | None = None) -> int:
         startup = out / "ipython" / "profile_default" / "startup" / "00-jax.py"
         startup.parent.mkdir(parents=True, exist_ok=True)
         startup.write_text(JAX_FIRST)
-        tf_parts = [f"notebooks {', '.join(n[:2] for n in pinned)}", "the unit tests",
-                    "tools.bench (each record times TensorFlow)"]
-        check.not_run = {**dict.fromkeys(tf_parts, why), "DCGAN step in PyTorch": NO_TORCH_STEP}
-        stages = [(probe, "jax"), (notebooks, IMAGE_NOTEBOOKS, 1)]
+        check.not_run = dict.fromkeys([f"notebooks {', '.join(n[:2] for n in pinned)}",
+                                       "the unit tests", "tools.bench's TensorFlow records"], why)
+        stages = [(probe, "jax"), (bench, ["dcgan_cuda"]), (notebooks, IMAGE_NOTEBOOKS, 1)]
     run = Runner(out, args.budget_s, args.dry_run, env={**STAGE_ENV, "IPYTHONDIR": str(
         out / "ipython")})  # the kernels' IPython profile: the check's own
     python = staged(run, check, environment, mode, run, check, args.wheels if why else None)
