@@ -286,8 +286,7 @@ def choose_strategy(accelerator: str = "auto", logical_cpus: int = 0,
     """The strategy for ``accelerator`` ("auto": TPU, GPUs, CPU); a missing one raises."""
     import tensorflow as tf
 
-    if accelerator not in ACCELERATORS:
-        raise ValueError(f"accelerator={accelerator!r} is invalid: use one of {ACCELERATORS}")
+    one_of(*ACCELERATORS)("accelerator", accelerator)
     if accelerator in ("auto", "tpu"):
         tpu = detect_tpu() if tpu is None else tpu
         if tpu.usable:

@@ -2,36 +2,30 @@
 
 import html
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 
 class Table:  # shown as HTML in a notebook and as aligned text everywhere else
-    def __init__(self, rows: Sequence[Sequence[object]], headers: Sequence[str], title: str = ""):
-        self.headers, self.title = [str(h) for h in headers], title
+    def __init__(self, rows: Sequence[Sequence[object]], headers: Sequence[str]):
+        self.headers = [str(h) for h in headers]
         self.rows = [[f"{v:.3g}" if isinstance(v, float) else str(v) for v in row] for row in rows]
         for row in self.rows:
             if len(row) != len(self.headers):
                 raise ValueError(f"row {row} has {len(row)} cells, expected {len(self.headers)}")
 
-    @classmethod
-    def from_mapping(cls, mapping: Mapping, headers=("", "Value"), title: str = "") -> "Table":
-        return cls([[key, value] for key, value in mapping.items()], headers, title)
-
     def __repr__(self) -> str:
         widths = [max(map(len, column)) for column in zip(self.headers, *self.rows, strict=True)]
-        lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
-                 for row in [self.headers, ["-" * w for w in widths], *self.rows]]
-        return "\n".join(([self.title] if self.title else []) + lines)
+        return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+                         for row in [self.headers, ["-" * w for w in widths], *self.rows])
 
     def _repr_html_(self) -> str:
         head = "".join(f"<th style='text-align:left'>{html.escape(h)}</th>" for h in self.headers)
         rows = ("".join(f"<td style='text-align:left'>{html.escape(c)}</td>" for c in row)
                 for row in self.rows)
         body = "".join(f"<tr>{cells}</tr>" for cells in rows)
-        caption = f"<caption>{html.escape(self.title)}</caption>" if self.title else ""
-        return f"<table>{caption}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 def subplots(*args, **kwargs):

@@ -7,7 +7,6 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import warnings
@@ -141,19 +140,18 @@ def _start_filter():
 
 @contextlib.contextmanager
 def native_noise_filtered():
-    """Filter :data:`NATIVE_NOISE` from fd 2 in the block; all shown if it fails or dies in it."""
+    """Filter :data:`NATIVE_NOISE` from fd 2 in the block; all shown if it fails or none runs."""
     global _depth
     with _LOCK:
         outer, _depth = _depth == 0, _depth + 1
     try:
-        if not outer:
+        sys.stderr.flush()
+        process, write_fd = _start_filter() if outer else (None, None)
+        if not process:  # a nested block (the outer one filters), or no filter process
             yield
             return
-        sys.stderr.flush()
-        process, write_fd = _start_filter()
-        captured = None if process else tempfile.TemporaryFile(mode="w+b")  # read at the end
         saved = os.dup(2)
-        os.dup2(write_fd if process else captured.fileno(), 2)
+        os.dup2(write_fd, 2)
         failed = True
         try:
             yield
@@ -162,19 +160,11 @@ def native_noise_filtered():
             sys.stderr.flush()
             os.dup2(saved, 2)
             os.close(saved)
-            if process:  # the block's end: wait until the filter has passed everything on
-                with contextlib.suppress(OSError):  # the filter died: nothing to wait for
-                    os.write(write_fd, f"{_MARKER}{'failed' if failed else 'ok'}\n".encode())
-                os.close(write_fd)
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    process.wait(timeout=10)
-            else:
-                with captured:
-                    captured.seek(0)
-                    text = captured.read().decode(errors="replace")
-                rest = text if failed else drop_native_noise(text)
-                if rest.strip():
-                    sys.stderr.write(rest)
+            with contextlib.suppress(OSError):  # the filter died: nothing to wait for
+                os.write(write_fd, f"{_MARKER}{'failed' if failed else 'ok'}\n".encode())
+            os.close(write_fd)
+            with contextlib.suppress(subprocess.TimeoutExpired):  # until it passed all on
+                process.wait(timeout=10)
     finally:
         with _LOCK:
             _depth -= 1

@@ -47,8 +47,8 @@ def levers(rates: dict, base: str, again: str) -> tuple[Table, str]:
     """images/s against ``base``; the rows grouped by the noise that ``again`` (the same) shows:
     faster or slower only beyond it and with a spread clear of both rows'."""
     if (timed := len(rates[base])) < 5:  # fewer rounds' IQR says nothing of the spread (as 02)
-        medians = Table.from_mapping({n: f"{np.median(v):.0f}" for n, v in rates.items()},
-                                     ("fit", "images/s: median"))
+        medians = Table([[n, f"{np.median(v):.0f}"] for n, v in rates.items()],
+                        ["fit", "images/s: median"])
         return medians, f"{timed} timed round(s) each: too few to judge a lever; pass rounds >= 6."
     (b1, b, b3), rows, ratios, spreads = np.percentile(rates[base], [25, 50, 75]), [], {}, {}
     a1, a3 = np.percentile(rates[again], [25, 75])

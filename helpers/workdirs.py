@@ -229,18 +229,6 @@ def same_settings(saved: dict, now: dict, where) -> None:
             "for a new run, or fresh_start=True to replace it.")
 
 
-def _older(saved: dict, now: dict, record: Path) -> dict:
-    """An older record (``dataset``, ``max_images``: as asked) read as one of the data loaded."""
-    if "data" not in now or "data" in saved or "dataset" not in saved:
-        return saved
-    older = {k: v for k, v in saved.items() if k not in ("dataset", "max_images")}
-    if now["data"] == saved["dataset"] and now["images"] <= saved.get("max_images", 0):
-        print(f"{record.name} predates the record of the data a run loaded; the data loaded now "
-              f"({now['data']}, {now['images']} images) is what it names.")
-        return {**older, "data": now["data"], "images": now["images"]}
-    return {**older, "data": saved["dataset"], "images": f"up to {saved.get('max_images')}"}
-
-
 def same_run(path, settings: dict) -> bool:
     """True: ``settings`` are those of the run in ``path``; False: recorded there for a new run."""
     path = Path(path)
@@ -255,7 +243,7 @@ def same_run(path, settings: dict) -> bool:
                 f"{record} could not be read ({error}): the settings of the run in {path} are "
                 "unknown; nothing was deleted. Use another run_dir for a new run, or "
                 "fresh_start=True to replace it.") from None
-        same_settings(_older(saved, settings, record), settings, path)
+        same_settings(saved, settings, path)
         return True
     if others := sorted(p.name for p in path.iterdir() if p.name not in (MARKER, LOCK)):
         raise RunSettingsChanged(

@@ -30,8 +30,7 @@ RUNTIMES = {  # the runtime each notebook wants; each also runs on a CPU, with s
     "06": "several GPUs (Kaggle's T4 x2); 8 logical CPU devices elsewhere",
     "07": "a GPU (its memory is the lesson); a memory budget stands in on a CPU",
     "08": "several GPUs to scale; simulated replicas and local workers elsewhere",
-    "09": TPU,
-    "10": TPU,
+    **dict.fromkeys(("09", "10"), TPU),  # the TPU notebooks
 }
 
 
