@@ -227,13 +227,15 @@ def ablation_table(rows: dict, rates: dict):
 
 
 def plot_ablation(rates: dict):
-    """The ablation as bars: median images/s, and the interquartile range of the rounds."""
-    names = list(rates)[::-1]
+    """The ablation as bars: median images/s; with 5 rounds or more (as 02), their IQR."""
+    names, rounds = list(rates)[::-1], min(len(v) for v in rates.values())
     q = np.array([np.percentile(rates[name], [25, 50, 75]) for name in names])
+    spread = [q[:, 1] - q[:, 0], q[:, 2] - q[:, 1]] if rounds >= 5 else None  # else too few
     fig, ax = subplots(figsize=(8, 0.45 * len(names) + 1.2), layout="tight")
-    ax.barh(names, q[:, 1], xerr=[q[:, 1] - q[:, 0], q[:, 2] - q[:, 1]], capsize=4)
-    ax.set(xlabel="images/s (bar: median; whiskers: interquartile range of the rounds)",
-           title="what each change buys, on this device")
+    ax.barh(names, q[:, 1], xerr=spread, capsize=4)
+    ax.set(xlabel="images/s (bar: median; whiskers: interquartile range of the rounds)"
+           if spread else "images/s (median)", title="what each change buys, on this device"
+           if spread else f"medians of {rounds} round(s): too few to judge")
     return fig
 
 
@@ -248,10 +250,6 @@ def plot_classes(generated, real, class_names):
     ax.set(xticks=x, xticklabels=class_names, ylabel="share of images",
            title="classes the scoring classifier sees")
     ax.legend()
-    found, n = len(np.unique(generated)), len(class_names)
-    print(f"The generated images fall into {found} of {n} classes" + (": a healthy spread."
-          if found >= 0.8 * n else ": few classes, so the generator has collapsed onto a few "
-          "modes, or trained too little (train longer, then look again)."))
     return fig
 
 
@@ -289,7 +287,7 @@ class Scorer:
 
         epochs = epochs or min(30, max(3, 20_000 // max(1, len(x_train))))  # ~20,000 images
         shape = tuple(x_train.shape[1:])
-        tag = f"{name}_{'x'.join(map(str, shape))}_{len(x_train)}_{epochs}"
+        tag = f"{name.split()[0]}_{'x'.join(map(str, shape))}_{len(x_train)}_{epochs}"
         path = Path(cache_dir) / f"scorer_{tag}.weights.h5"
         self.model, note = scoring_classifier(shape, classes), None
         if path.exists():

@@ -163,11 +163,14 @@ def tf_vs_numpy(records: list[dict], cpu: str) -> list[dict]:
     for n in sorted(n for n, name in pair if name == "matmul" and (n, "numpy matmul") in pair):
         tf_r, np_r = pair[n, "matmul"], pair[n, "numpy matmul"]
         (lo, hi), (np_lo, np_hi) = tf_r["gflops_iqr"], np_r["gflops_iqr"]
-        found.append({"size": n, "tf_gflops": tf_r["tflops"] * 1e3, "ratio": tf_r["tflops"] /
-                      np_r["tflops"], "numpy_gflops": np_r["tflops"] * 1e3, "reading": (
-            too_few(tf_r["samples"]) or (
-                "their IQRs overlap: no difference beyond the spread" if lo <= np_hi and np_lo <= hi
-                else "their IQRs do not overlap: a difference beyond the spread"))})
+        ratio, few = tf_r["tflops"] / np_r["tflops"], too_few(tf_r["samples"])
+        reading = few or ("their IQRs do not overlap: a difference beyond the spread"
+                          if hi < np_lo or np_hi < lo
+                          else "their IQRs overlap: no difference beyond the spread")
+        found.append({"size": n, "tf_gflops": tf_r["tflops"] * 1e3, "ratio": ratio,
+                      "numpy_gflops": np_r["tflops"] * 1e3, "reading": reading,
+                      "ratio_text": f"{lo / np_hi:.3g}-{hi / np_lo:.3g} across their IQRs"
+                      if few else f"{ratio:.2f}"})
     return found
 
 
@@ -180,7 +183,7 @@ def summary_lines(records: list[dict], cpu: str) -> list[str]:
              "No published peak is known for the devices measured here."]
     return [f"CPU float32 at {c['size']}x{c['size']}, measured alternately: TensorFlow "
             f"{c['tf_gflops']:,.1f} GFLOP/s, NumPy {c['numpy_gflops']:,.1f} GFLOP/s, ratio "
-            f"{c['ratio']:.2f}; {c['reading']}." for c in tf_vs_numpy(records, cpu)[::-1]] + lines
+            f"{c['ratio_text']}; {c['reading']}." for c in tf_vs_numpy(records, cpu)[::-1]] + lines
 
 
 def ratio_lines(rates: dict, pairs: list[tuple[str, str]]) -> list[str]:

@@ -29,8 +29,8 @@ def _installed(name: str, absent: str) -> Callable[[], str]:  # probe: is pip's 
 def _gpu_device_name() -> str:
     import tensorflow as tf
 
-    name = tf.test.gpu_device_name()
-    return f"returns {name!r}" + (" (no GPU: an empty string, easy to miss)" if not name else "")
+    said = f"gpu_device_name() returns {tf.test.gpu_device_name()!r}"  # is_gpu_available(): not run
+    return said + (" (no GPU: an empty string, easy to miss)" if said.endswith("''") else "")
 
 
 def _checkpoint_weights_path() -> str:  # probe: ModelCheckpoint with a TF weights path?

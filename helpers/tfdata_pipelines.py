@@ -13,7 +13,8 @@ from PIL import Image
 
 from helpers import data, params
 from helpers.display import subplots
-from helpers.gpu_vs_cpu_benchmark import called as called  # notebook 02's rule, for 03
+from helpers.gpu_vs_cpu_benchmark import MIN_ROUNDS as MIN_ROUNDS  # for 03
+from helpers.gpu_vs_cpu_benchmark import called as called
 from helpers.params import all_of, fits_in_memory, folder, integer, number, one_of, validate
 
 TABLE_HEADERS = ["pipeline", "first epoch ms", "later epochs ms", "speedup vs naive", "verdict"]

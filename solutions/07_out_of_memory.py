@@ -34,6 +34,12 @@ found = largest_batch(fits_by_estimate, params.max_batch)
 print(f"By the estimate, the largest batch up to max_batch={params.max_batch} within "
       f"{params.budget_mb} MiB is {found} ({len(tried)} tries); measured, the search above "
       f"found {search.largest_ok}.")
+at_cap = [name for name, batch in (("the estimate's", found), ("the measured", search.largest_ok))
+          if batch >= params.max_batch]
+if at_cap:  # a search that stops at its bound never saw a batch fail
+    print(f"{' and '.join(at_cap).capitalize()} search{'es' * (len(at_cap) > 1)} reached "
+          f"max_batch={params.max_batch}, the cap, without a batch failing: larger batches may "
+          "fit too (raise max_batch to find where each one ends).")
 
 
 # Exercise 07.2: accumulate gradients over k micro-batches

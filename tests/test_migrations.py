@@ -10,9 +10,10 @@ def test_every_row_is_probed_against_this_tensorflow(tf):
     assert probed["pip install tensorflow-gpu"].startswith("not installed")
     gpu_name = probed["tf.test.gpu_device_name() / tf.test.is_gpu_available()"]
     if tf.config.list_physical_devices("GPU"):  # the probe reports this machine's GPU
-        assert gpu_name.startswith("returns '/device:GPU:0'") and "no GPU" not in gpu_name
+        assert gpu_name.startswith("gpu_device_name() returns '/device:GPU:0'")
+        assert "no GPU" not in gpu_name
     else:
-        assert gpu_name == "returns '' (no GPU: an empty string, easy to miss)"
+        assert gpu_name == "gpu_device_name() returns '' (no GPU: an empty string, easy to miss)"
 
 
 def test_probe_sees_an_api_that_exists(tf):

@@ -150,5 +150,7 @@ def test_tf_vs_numpy_and_summary_lines():
     few = [rec("CPU", 64, 0.1, samples=2), rec("CPU (NumPy BLAS)", 64, 0.5, samples=2)]
     assert gpu_vs_cpu_benchmark.tf_vs_numpy(few, "CPU")[0]["reading"] == (
         "2 samples each, too few to judge against the spread: pass repeats >= 5")
+    assert "ratio 0.176-0.224 across their IQRs; 2 samples each" in (
+        gpu_vs_cpu_benchmark.summary_lines(few, "CPU")[0])
     assert gpu_vs_cpu_benchmark.summary_lines(close[:1], "CPU") == [
         "No published peak is known for the devices measured here."]

@@ -174,6 +174,7 @@ def ablation_rows(policy, use_xla, batch_size=256):
     ours, host = our_step(policy, use_xla), from_host(batch_size)
     return {
         "TF tutorial's step, as published": (tutorial_step(batch_size), host, batch_size),
+        "+ the course's step": (our_step("float32", False), host, batch_size),  # still float32
         f"+ {policy}": (our_step(policy, False), host, batch_size) if policy != "float32" else None,
         "+ XLA": (our_step(policy, True), host, batch_size) if use_xla else None,
         "+ data on the device": (ours, lambda: on_device[:batch_size], batch_size) if gpu else None,

@@ -123,7 +123,7 @@ def child_main(settings, die_at_step, images_file):
     images = data.load_saved(images_file)  # the kernel's images, handed over: no download
     scorer = dcgan.Scorer(images.x_train, images.y_train, images.x_test,
                           len(images.class_names), Path(s["directory"]) / "scorer",
-                          s["dataset"], verbose=False)  # the notebook cached it
+                          images.name, verbose=False)  # the notebook cached it
     run = start_run(s, images.shape, scorer)
     step = int(run.step.numpy())
     steps_per_epoch = len(images.x_train) // s["batch_size"]
