@@ -188,10 +188,7 @@ lock: $(UV)
 	$(call LOCK,$(TPU_VERSION),requirements-tpu.txt -c freezes/colab-tpu.txt,requirements-tpu.lock)
 	$(call LOCK,$(KAGGLE_VERSION),requirements-tpu-kaggle.txt,requirements-tpu-kaggle.lock)
 
-# Each notebook starts from an empty work folder (build/work/NAME), as a learner's first run
-# does: a run left there by the last `make run` would be resumed, not shown (05's kill).
 run: $(STAMP) $(TPU_KERNEL_STAMP)
-	rm -rf build/work
 	$(BIN)/python -m tools.run_notebooks --profile $(PROFILE)
 
 bench: $(STAMP) $(TPU_STAMP)
