@@ -54,9 +54,9 @@ def architecture_rule(shape):
     return all_of(one_of(*fits), check(lambda value: fits[value], misfit))
 
 
-def fixed_noise(noise_dim: int = 100) -> np.ndarray:
-    """The 16 noise vectors every grid of a run draws from (a History's ``fixed_noise``)."""
-    return np.random.default_rng(1234).standard_normal((16, noise_dim)).astype("float32")
+def fixed_noise(noise_dim: int = 100, count: int = 16) -> np.ndarray:
+    """The noise vectors every grid of a run draws from (a History's: the first 16 of them)."""
+    return np.random.default_rng(1234).standard_normal((count, noise_dim)).astype("float32")
 
 
 class History:
@@ -65,8 +65,7 @@ class History:
         self.directory = Path(directory)
         (self.directory / "grids").mkdir(parents=True, exist_ok=True)
         self.scorer = scorer
-        noise = np.random.default_rng(1234).standard_normal((16 + 512, noise_dim))
-        self.fixed_noise, self.score_noise = np.split(noise.astype("float32"), [16])
+        self.fixed_noise, self.score_noise = np.split(fixed_noise(noise_dim, 16 + 512), [16])
         self.losses, self.epochs = [], []
         self.since = 0  # the step this process's training went on from: end_epoch's pace
         self.path = self.directory / "history.json"

@@ -19,8 +19,8 @@ DEVICE_MIME = "application/vnd.fast-tf-course.device+json"
 TPU_INSTALL_HINT = ("pip install tensorflow-tpu==<your TF version> --find-links "
                     "https://storage.googleapis.com/libtpu-tf-releases/index.html, then restart "
                     "the session")
-_MIRRORED: dict = {}  # the strategies made so far: see mirrored() and tpu_strategy()
-_TPU: dict = {}
+_MIRRORED: dict = {}  # the MirroredStrategy made so far per set of devices: see mirrored()
+_TPU: list = []  # the TPUStrategy, once made
 
 
 @dataclass
@@ -239,34 +239,30 @@ def mirrored(devices: list[str]):
 
 
 def tpu_strategy(resolver):
-    """One ``TPUStrategy`` per TPU: a second ``initialize_tpu_system`` would wipe its memory."""
+    """One ``TPUStrategy`` per process: a second ``initialize_tpu_system`` would wipe its memory."""
     import tensorflow as tf
 
-    try:
-        key = resolver.master()
-    except Exception:  # a resolver that cannot name its TPU: one per object
-        key = id(resolver)
-    if key not in _TPU:
+    if not _TPU:
         tf.config.experimental_connect_to_cluster(resolver)
         tf.tpu.experimental.initialize_tpu_system(resolver)
-        _TPU[key] = tf.distribute.TPUStrategy(resolver)
-    return _TPU[key]
+        _TPU.append(tf.distribute.TPUStrategy(resolver))
+    return _TPU[0]
 
 
-def split_cpu(count: int) -> None:
-    """Split the CPU into ``count`` logical devices; after TF's first op, another count raises."""
+def split_devices(count: int, kind: str = "CPU", memory_limit_mb: int | None = None):
+    """Split the first ``kind`` into ``count`` logical devices (their names); too late: raises."""
     import tensorflow as tf
 
-    if count < 1:
-        raise ValueError(f"count={count} is invalid: a CPU splits into 1 or more devices")
+    config = tf.config.LogicalDeviceConfiguration(memory_limit=memory_limit_mb)
     try:
-        tf.config.set_logical_device_configuration(tf.config.list_physical_devices("CPU")[0],
-                                                   [tf.config.LogicalDeviceConfiguration()] * count)
+        tf.config.set_logical_device_configuration(tf.config.list_physical_devices(kind)[0],
+                                                   [config] * count)
     except RuntimeError:
-        if (have := len(tf.config.list_logical_devices("CPU"))) != count:
-            message = too_late(f"{count} logical CPU device(s)",
+        if (have := len(tf.config.list_logical_devices(kind))) != count:
+            message = too_late(f"{count} logical {kind} device(s)",
                                f"TensorFlow already started with {have}")
             raise LateConfigurationError(message) from None
+    return [d.name for d in tf.config.list_logical_devices(kind)]
 
 
 def accelerator_rule(tpu: TPUStatus | None = None, gpus: list | None = None):
@@ -281,8 +277,8 @@ def accelerator_rule(tpu: TPUStatus | None = None, gpus: list | None = None):
     return rule
 
 
-def choose_strategy(accelerator: str = "auto", logical_cpus: int = 0,
-                    tpu: TPUStatus | None = None, gpus: list | None = None) -> StrategyChoice:
+def choose_strategy(accelerator: str = "auto", tpu: TPUStatus | None = None,
+                    gpus: list | None = None) -> StrategyChoice:
     """The strategy for ``accelerator`` ("auto": TPU, GPUs, CPU); a missing one raises."""
     import tensorflow as tf
 
@@ -308,11 +304,6 @@ def choose_strategy(accelerator: str = "auto", logical_cpus: int = 0,
         if accelerator == "gpu":
             raise AcceleratorUnavailable("accelerator='gpu' but TensorFlow sees no GPU on this "
                                          "runtime")
-    if logical_cpus >= 2:  # only where no accelerator was taken
-        split_cpu(logical_cpus)
-    if len(cpus := tf.config.list_logical_devices("CPU")) > 1:
-        return StrategyChoice(mirrored([d.name for d in cpus]), "cpu", len(cpus),
-                              f"CPU split into {len(cpus)} logical devices")
     return StrategyChoice(tf.distribute.OneDeviceStrategy("/cpu:0"), "cpu", 1,
                           f"CPU ({os.cpu_count()} cores)")
 
@@ -338,15 +329,3 @@ def mixed_policy_for(kind: str, cpu_bf16: bool | None = None) -> str | None:
     native = kind == "tpu" or (bfloat16_native("cpu") if cpu_bf16 is None else cpu_bf16)
     return "mixed_bfloat16" if native else None
 
-
-@contextlib.contextmanager
-def precision(policy: str | None):
-    """Use a Keras dtype policy inside the block (``None``: float32), then restore it."""
-    import keras
-
-    previous = keras.mixed_precision.global_policy().name
-    keras.mixed_precision.set_global_policy(policy or "float32")
-    try:
-        yield
-    finally:
-        keras.mixed_precision.set_global_policy(previous)

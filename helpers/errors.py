@@ -39,10 +39,6 @@ class NoTensorFlowError(ImportError):
     """This runtime has no TensorFlow (see :func:`helpers.logs.no_tensorflow_message`)."""
 
 
-class MemoryBudgetExceeded(MemoryError):
-    """A step needed more host memory than the budget allowed (the CPU's stand-in for OOM)."""
-
-
 class ChildOutOfMemory(MemoryError):
     """The child process ran out of memory (a real OOM on its GPU, or host memory)."""
 

@@ -20,7 +20,7 @@ from helpers import devices, processes
 from helpers import params as rules
 from helpers.data_parallel import batch_rule
 from helpers.display import subplots
-from helpers.errors import ChildTimeout, LateConfigurationError, WorkersRefused, too_late
+from helpers.errors import ChildTimeout, WorkersRefused
 from helpers.processes import listening
 from helpers.timing import steady_state
 
@@ -39,8 +39,7 @@ def replica_devices(count: int) -> ReplicaDevices:
 
     gpus = tf.config.list_physical_devices("GPU")
     if not gpus:
-        devices.split_cpu(count)
-        names = [d.name for d in tf.config.list_logical_devices("CPU")]
+        names = devices.split_devices(count)
         return ReplicaDevices("cpu", names, f"CPU split into {count} logical devices", True)
     if len(gpus) > 1:
         for gpu in gpus:  # take only what training needs: local workers want GPUs later
@@ -50,14 +49,7 @@ def replica_devices(count: int) -> ReplicaDevices:
         return ReplicaDevices("gpu", names, f"{len(names)} GPUs", False)
     total = devices.list_gpus()[0].memory_mib or 8192  # nvidia-smi's figure, where it answers
     size_mb = min(2048, int(0.8 * total / count))
-    config = [tf.config.LogicalDeviceConfiguration(memory_limit=size_mb)] * count
-    try:
-        tf.config.set_logical_device_configuration(gpus[0], config)
-    except RuntimeError:
-        if (have := len(tf.config.list_logical_devices("GPU"))) != count:
-            raise LateConfigurationError(too_late(
-                f"{count} logical GPUs", f"TensorFlow already started with {have}")) from None
-    names = [d.name for d in tf.config.list_logical_devices("GPU")]
+    names = devices.split_devices(count, "GPU", size_mb)
     split = f"GPU split into {count} logical GPUs of {size_mb} MB"
     return ReplicaDevices("gpu", names, split, True)
 

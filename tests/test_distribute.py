@@ -28,11 +28,11 @@ def test_tpu_batch_advice():
 EIGHT_REPLICAS = textwrap.dedent("""
     import json
     from helpers.logs import import_tensorflow
-    from helpers.devices import mirrored, split_cpu
+    from helpers.devices import mirrored, split_devices
     from helpers import data, data_parallel, models
     tf = import_tensorflow()
     import keras
-    split_cpu(8)
+    split_devices(8)
     images = data.load("digits", verbose=False)
     x, y = images.x_train[:64], images.y_train[:64]
     cpus = [d.name for d in tf.config.list_logical_devices("CPU")]

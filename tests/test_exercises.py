@@ -561,8 +561,8 @@ def every_order(folder: str) -> dict:
 EVERY_ORDER = """
 import json, sys
 sys.path[:0] = [{tests!r}, {root!r}]
-from helpers.devices import split_cpu
-split_cpu(2)
+from helpers.devices import split_devices
+split_devices(2)
 import test_exercises
 print("RESULTS" + json.dumps(test_exercises.every_order({folder!r})))
 """

@@ -230,12 +230,12 @@ def array_input_fn(x, y, global_batch):
 
 CHILD = textwrap.dedent("""
     import json, sys
-    from helpers.devices import mirrored, split_cpu
+    from helpers.devices import mirrored, split_devices
     from helpers.exercises import check
     from helpers.logs import import_tensorflow
     from solved import solution_functions
     tf = import_tensorflow()
-    split_cpu(8)
+    split_devices(8)
     strategy = mirrored([d.name for d in tf.config.list_logical_devices("CPU")])
     one = tf.distribute.OneDeviceStrategy("/cpu:0")
     solved = solution_functions("06_data_parallel", tf=tf)

@@ -1,5 +1,3 @@
-import pytest
-
 from helpers import devices
 
 
@@ -27,12 +25,3 @@ def test_mixed_policy_per_device():
     assert devices.mixed_policy_for("cpu", cpu_bf16=True) == "mixed_bfloat16"
     assert devices.mixed_policy_for("cpu", cpu_bf16=False) is None
 
-
-def test_precision_is_restored_even_on_error(tf):
-    import keras
-
-    with pytest.raises(RuntimeError):
-        with devices.precision("mixed_bfloat16"):
-            assert keras.mixed_precision.global_policy().name == "mixed_bfloat16"
-            raise RuntimeError("boom")
-    assert keras.mixed_precision.global_policy().name == "float32"

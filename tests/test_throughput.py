@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from helpers import devices, gpu_vs_cpu_benchmark, models, timing
+from helpers import gpu_vs_cpu_benchmark, models, timing
 
 
 @pytest.fixture(scope="module")
@@ -24,12 +24,15 @@ def test_epoch_timer_times_each_epoch_of_a_real_fit(tf, tiny_data):
 def test_models_build_with_float32_outputs(tf):
     import keras
 
-    with devices.precision("mixed_bfloat16"):
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    try:
         for build, shape in [(models.mnist_cnn, (28, 28, 1)), (models.cifar_cnn, (32, 32, 3))]:
             model = build(shape)
             out = model(np.zeros((2, *shape), dtype="float32"))
             assert out.shape == (2, 10) and out.dtype == "float32"
-            assert keras.mixed_precision.global_policy().name == "mixed_bfloat16"
+            assert model.layers[-1].dtype_policy.name == "float32"
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
 
 
 def test_ratio_lines_pair_rounds_and_judge_only_what_every_round_agrees_on():
