@@ -20,7 +20,6 @@ TPU_INSTALL_HINT = ("pip install tensorflow-tpu==<your TF version> --find-links 
                     "https://storage.googleapis.com/libtpu-tf-releases/index.html, then restart "
                     "the session")
 _MIRRORED: dict = {}  # the MirroredStrategy made so far per set of devices: see mirrored()
-_TPU: list = []  # the TPUStrategy, once made
 
 
 @dataclass
@@ -100,8 +99,8 @@ def verdict(gpus: list[GPU], tpu: TPUStatus, platform: str = "local", smi=None) 
     """What this runtime can train on (a headline), and on the next line what to do."""
     if tpu.usable:
         return ("TPU: ready for TensorFlow's TPUStrategy.\n"
-                "Notebook 06 trains on it with TPUStrategy; notebooks 09 and 10 with JAX and "
-                "PyTorch/XLA.")
+                "Notebook 06 trains on it with TPUStrategy, 09 and 10 with JAX and PyTorch/XLA; "
+                "04, 05 and 07 run on the CPU.")
     if tpu.hardware and _installed("jax") and _installed("libtpu"):  # JAX can drive the TPU
         return ("TPU for JAX and PyTorch/XLA only: TensorFlow cannot use this TPU.\n"
                 "Notebook 09 trains on it with Keras 3 on JAX, notebook 10 with PyTorch/XLA (the "
@@ -225,7 +224,7 @@ def nvidia_smi(run: Callable = subprocess.run, which: Callable = shutil.which) -
     return gpus
 
 
-#: The strategy picked, its kind ("tpu", "gpu" or "cpu"), replicas, and what it runs on.
+#: The strategy picked, its kind ("gpu" or "cpu"), replicas, and what it runs on.
 StrategyChoice = namedtuple("StrategyChoice", "strategy kind replicas description")
 
 
@@ -236,17 +235,6 @@ def mirrored(devices: list[str]):
     if tuple(devices) not in _MIRRORED:
         _MIRRORED[tuple(devices)] = tf.distribute.MirroredStrategy(list(devices))
     return _MIRRORED[tuple(devices)]
-
-
-def tpu_strategy(resolver):
-    """One ``TPUStrategy`` per process: a second ``initialize_tpu_system`` would wipe its memory."""
-    import tensorflow as tf
-
-    if not _TPU:
-        tf.config.experimental_connect_to_cluster(resolver)
-        tf.tpu.experimental.initialize_tpu_system(resolver)
-        _TPU.append(tf.distribute.TPUStrategy(resolver))
-    return _TPU[0]
 
 
 def split_devices(count: int, kind: str = "CPU", memory_limit_mb: int | None = None):
@@ -277,20 +265,11 @@ def accelerator_rule(tpu: TPUStatus | None = None, gpus: list | None = None):
     return rule
 
 
-def choose_strategy(accelerator: str = "auto", tpu: TPUStatus | None = None,
-                    gpus: list | None = None) -> StrategyChoice:
-    """The strategy for ``accelerator`` ("auto": TPU, GPUs, CPU); a missing one raises."""
+def choose_strategy(accelerator: str = "auto", gpus: list | None = None) -> StrategyChoice:
+    """The strategy for ``accelerator`` ("auto": the GPUs, else the CPU); a missing GPU raises."""
     import tensorflow as tf
 
-    one_of(*ACCELERATORS)("accelerator", accelerator)
-    if accelerator in ("auto", "tpu"):
-        tpu = detect_tpu() if tpu is None else tpu
-        if tpu.usable:
-            strategy = tpu_strategy(tpu.resolver)
-            n = strategy.num_replicas_in_sync
-            return StrategyChoice(strategy, "tpu", n, f"TPU with {n} cores (TPUStrategy)")
-        if accelerator == "tpu":
-            raise AcceleratorUnavailable(f"accelerator='tpu' but {tpu.message}")
+    one_of("auto", "cpu", "gpu")("accelerator", accelerator)  # a TPU: notebook 06's own cell
     if accelerator in ("auto", "gpu"):
         gpus = list_gpus() if gpus is None else gpus
         if len(gpus) > 1:

@@ -8,7 +8,6 @@ import re
 import subprocess
 import sys
 import threading
-import time
 import warnings
 
 from helpers import errors
@@ -51,28 +50,17 @@ def no_tensorflow_message() -> str:
             "which run here.")
 
 
-_import_seconds: float | None = None  # how long import_tensorflow's import took, once
-
-
-def tensorflow_import_seconds() -> float | None:
-    """Seconds :func:`import_tensorflow` took here (None: something else imported TensorFlow)."""
-    return _import_seconds
-
-
 def import_tensorflow():
     """Import TensorFlow (and Keras) quietly and return it, or raise :class:`NoTensorFlowError`."""
-    global _import_seconds
     quiet_native_logs()
     if "tensorflow" in sys.modules:
         return sys.modules["tensorflow"]
-    started = time.perf_counter()
     try:
         if importlib.util.find_spec("tensorflow") is None:
             raise ModuleNotFoundError("No module named 'tensorflow'", name="tensorflow")
         with native_noise_filtered():
             import keras  # noqa: F401  (loads its own native pieces now, quietly)
             import tensorflow as tf
-        _import_seconds = time.perf_counter() - started
     except ModuleNotFoundError as error:
         if error.name != "tensorflow":
             raise

@@ -5,7 +5,7 @@ from collections.abc import Callable
 import numpy as np
 
 from helpers import data, devices
-from helpers.params import integer, one_of, validate
+from helpers.params import all_of, integer, one_of, validate
 
 
 def _has(path: str) -> Callable[[], str]:  # probe: does ``tf.<path>``/``keras.<path>`` exist?
@@ -94,7 +94,7 @@ def migration_rows() -> list[list[str]]:
 def check_parameters(*, accelerator, matmul_size, dataset, sample_images):
     """Notebook 01's parameters, checked before any work: one line names a wrong one."""
     return validate(
-        accelerator=(accelerator, devices.accelerator_rule()),
+        accelerator=(accelerator, all_of(one_of("auto", "cpu", "gpu"), devices.accelerator_rule())),
         matmul_size=(matmul_size, integer(16, 16384)),
         dataset=(dataset, one_of(*data.DATASETS)),
         sample_images=(sample_images, integer(1, 64)))

@@ -1,6 +1,6 @@
 import pytest
 
-from helpers import devices, errors
+from helpers import devices, errors, runtime_check
 from helpers.devices import GPU, TPUStatus
 from helpers.params import ParameterError
 
@@ -8,26 +8,26 @@ NO_TPU = TPUStatus(False)
 
 
 def test_auto_on_this_cpu_picks_one_cpu_device(tf):
-    choice = devices.choose_strategy("auto", tpu=NO_TPU, gpus=[])
+    choice = devices.choose_strategy("auto", gpus=[])
     assert choice.kind == "cpu" and choice.replicas == 1
     assert isinstance(choice.strategy, tf.distribute.OneDeviceStrategy)
     assert choice.description.startswith("CPU")
 
 
 def test_forced_cpu_even_with_a_gpu_listed(tf):
-    choice = devices.choose_strategy("cpu", tpu=NO_TPU, gpus=[GPU(0, "Tesla T4")])
+    choice = devices.choose_strategy("cpu", gpus=[GPU(0, "Tesla T4")])
     assert choice.kind == "cpu"
 
 
-@pytest.mark.parametrize("wanted", ["gpu", "tpu"])
-def test_missing_accelerator_is_refused_not_faked(tf, wanted):
-    with pytest.raises(errors.AcceleratorUnavailable, match=wanted):
-        devices.choose_strategy(wanted, tpu=NO_TPU, gpus=[])
+def test_missing_gpu_is_refused_not_faked(tf):
+    with pytest.raises(errors.AcceleratorUnavailable, match="gpu"):
+        devices.choose_strategy("gpu", gpus=[])
 
 
-def test_unknown_accelerator(tf):
-    with pytest.raises(ValueError, match="'warp'"):
-        devices.choose_strategy("warp")
+@pytest.mark.parametrize("wanted", ["warp", "tpu"])  # a TPU: notebook 06's own TPUStrategy cell
+def test_unknown_accelerator(tf, wanted):
+    with pytest.raises(ValueError, match=f"'{wanted}': allowed values are 'auto', 'cpu', 'gpu'"):
+        devices.choose_strategy(wanted)
 
 
 def test_accelerator_rule_lists_what_this_runtime_has():
@@ -63,32 +63,12 @@ def test_splitting_after_start_gives_a_clear_message(fresh_process):
     assert "Restart the kernel" in done.output
 
 
-def test_the_tpu_system_is_initialised_once_per_process(tf, monkeypatch):
-    """A second "Run all" must not run initialize_tpu_system again: that wipes the TPU's
-    memory, and with it every variable the first run made."""
-    calls = []
 
-    class FakeResolver:
-        def master(self):
-            return "grpc://fake-tpu:8470"
-
-    class FakeTPUStrategy:
-        num_replicas_in_sync = 8
-
-        def __init__(self, resolver):
-            calls.append("strategy")
-
-    monkeypatch.setattr(devices, "_TPU", [])
-    monkeypatch.setattr(
-        tf.config, "experimental_connect_to_cluster", lambda r: calls.append("connect")
-    )
-    monkeypatch.setattr(
-        tf.tpu.experimental, "initialize_tpu_system", lambda r: calls.append("initialise")
-    )
-    monkeypatch.setattr(tf.distribute, "TPUStrategy", FakeTPUStrategy)
-    tpu = TPUStatus(True, FakeResolver())
-    first = devices.choose_strategy("auto", tpu=tpu, gpus=[])
-    again = devices.choose_strategy("tpu", tpu=TPUStatus(True, FakeResolver()), gpus=[])
-    assert first.kind == again.kind == "tpu" and again.replicas == 8
-    assert again.strategy is first.strategy  # the variables made under it stay valid
-    assert calls == ["connect", "initialise", "strategy"]
+def test_notebook_01_takes_no_tpu_even_where_tensorflow_reaches_one(monkeypatch):
+    """01's choose_strategy picks a GPU or the CPU; a TPU is notebook 06's own TPUStrategy cell."""
+    monkeypatch.setattr(devices, "detect_tpu", lambda: TPUStatus(True, resolver="r"))
+    monkeypatch.setattr(devices, "list_gpus", lambda: [])
+    with pytest.raises(ParameterError, match="'tpu': allowed values are 'auto', 'cpu', 'gpu'"):
+        runtime_check.check_parameters(accelerator="tpu", matmul_size=256, dataset="mnist",
+                                       sample_images=4)
+    assert devices.accelerator_rule()("accelerator", "tpu") == "tpu"  # 06's rule takes it here

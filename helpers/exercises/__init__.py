@@ -127,8 +127,6 @@ class Pending:
     def __float__(self):
         return float(self._read())
 
-    item = __float__
-
     def __array__(self, dtype=None, copy=None):
         return np.asarray(self._read(), dtype=dtype)
 
