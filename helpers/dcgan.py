@@ -13,6 +13,8 @@ from helpers import data, workdirs
 from helpers.devices import mixed_policy_for
 from helpers.display import Table, subplots
 from helpers.errors import invalid
+from helpers.gpu_vs_cpu_benchmark import median_range, versus
+from helpers.gpu_vs_cpu_benchmark import plot_rates as plot_rates  # 04's and 09's bars
 from helpers.models import scoring_classifier
 from helpers.params import all_of, check, enough_images, folder, integer, one_of, validate
 
@@ -210,32 +212,18 @@ def plot_history(history: dict, real: dict | None = None, marks: dict | None = N
 
 
 def ablation_table(rows: dict, rates: dict):
-    """Each row's median images/s (IQR) vs the tutorial's and the row above (overlap: no gain)."""
-    base, above, table = float(np.median(next(iter(rates.values())))), None, []
+    """Each row's median images/s (min-max), over the tutorial's and the row above's by round."""
+    base, above, table = next(iter(rates.values())), None, []
     for name in rows:
         if name not in rates:
             table.append([name, "not applicable with this device's settings", "", ""])
             continue
-        q1, median, q3 = np.percentile(rates[name], [25, 50, 75])
-        overlap = above is not None and q1 <= above[2] and above[0] <= q3
-        versus = "" if above is None else (
-            "within the spread" if overlap else f"{median / above[1]:.2f}x")
-        table.append([name, f"{median:.0f} ({q1:.0f}-{q3:.0f})", f"{median / base:.2f}x", versus])
-        above = (q1, median, q3)
-    return Table(table, ["step", "images/s: median (IQR)", "vs the tutorial's", "vs the row above"])
-
-
-def plot_ablation(rates: dict):
-    """The ablation as bars: median images/s; with 5 rounds or more (as 02), their IQR."""
-    names, rounds = list(rates)[::-1], min(len(v) for v in rates.values())
-    q = np.array([np.percentile(rates[name], [25, 50, 75]) for name in names])
-    spread = [q[:, 1] - q[:, 0], q[:, 2] - q[:, 1]] if rounds >= 5 else None  # else too few
-    fig, ax = subplots(figsize=(8, 0.45 * len(names) + 1.2), layout="tight")
-    ax.barh(names, q[:, 1], xerr=spread, capsize=4)
-    ax.set(xlabel="images/s (bar: median; whiskers: interquartile range of the rounds)"
-           if spread else "images/s (median)", title="what each change buys, on this device"
-           if spread else f"medians of {rounds} round(s): too few to judge")
-    return fig
+        said = ["baseline", ""] if above is None else [versus(rates[name], base),
+                                                      versus(rates[name], above)]
+        table.append([name, median_range(rates[name], 0, 1), *said])
+        above = rates[name]
+    return Table(table, ["step", "images/s: median (min-max)", "vs the tutorial's, by round",
+                         "vs the row above, by round"])
 
 
 def plot_classes(generated, real, class_names):

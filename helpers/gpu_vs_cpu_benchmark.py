@@ -1,21 +1,22 @@
-"""Notebook 02's plumbing: matmuls against each device's published peak and NumPy's, alternated."""
+"""Notebook 02's plumbing: matmuls against each device's published peak and NumPy's, alternated;
+the course's one harness for timing calls in turn, and its one verdict on what they measured."""
 
 import re
+import statistics
 import time
 from collections import namedtuple
-from collections.abc import Callable
 
 import numpy as np
 
 from helpers.devices import device_name
 from helpers.display import subplots
 from helpers.logs import native_noise_filtered
-from helpers.params import all_of, boolean, fits_in_memory, integer, list_of, one_of, validate
+from helpers.params import all_of, fits_in_memory, integer, list_of, one_of, validate
 from helpers.timing import Timing, device_sync, no_sync
 
 DTYPES = ("float32", "float16", "bfloat16")
-TABLE_HEADERS = ["device", "dtype", "n", "median ms", "IQR ms", "GFLOP/s", "peak", "of peak"]
-MIN_ROUNDS = 5  # fewer rounds all agree by chance too often (1 in 8); fewer samples, no IQR
+TABLE_HEADERS = ["device", "dtype", "n", "ms: median (min-max)", "GFLOP/s", "peak", "of peak"]
+MIN_ROUNDS = 5  # fewer rounds all agree by chance too often (1 in 8); fewer samples, no verdict
 BLAS_IDLE_S = 0.15  # OpenBLAS's threads spin ~0.1 s after a NumPy call, taking a core from TF
 # Published dense peak TFLOP/s per dtype: NVIDIA's datasheets (tensor cores, no sparsity), Google
 Peak = namedtuple("Peak", "label tflops")  # Cloud's TPU architecture docs (bfloat16, per core)
@@ -59,12 +60,14 @@ def peak_tflops(peak: Peak | None, dtype: str, tf32: bool = False) -> float | No
                                     peak.tflops else dtype)
 
 
-def alternately(calls: dict, repeats: int, work: float | None = None) -> dict[str, Timing]:
-    """Time ``calls`` {name: (fn, sync)} in turn, in rounds, by ``time_calls``' rules."""
+def alternately(calls: dict, repeats: int, work: float | None = None,
+                warm: bool = True) -> dict[str, Timing]:
+    """Time ``calls`` {name: (fn, sync)} in turn, in rounds, by ``time_calls``' rules; with
+    ``warm=False``, no warm-up round and no untimed calls (a call that is a whole epoch, 03)."""
     samples = {name: [] for name in calls}
-    for r in range(repeats + 2):  # the first calls, a warm-up round, then the timed rounds
+    for r in range(repeats + 1 + warm):  # the first calls, a warm-up round, the timed rounds
         for name, (fn, sync) in calls.items():
-            if r:  # an untimed call just before: every sample timed warm (threads awake)
+            if r and warm:  # an untimed call just before: every sample timed warm (threads awake)
                 fn()
                 sync()
             start = time.perf_counter()
@@ -72,7 +75,7 @@ def alternately(calls: dict, repeats: int, work: float | None = None) -> dict[st
             sync()
             samples[name].append(time.perf_counter() - start)
             time.sleep(BLAS_IDLE_S if sync is no_sync else 0)  # NumPy's: let OpenBLAS idle
-    return {name: Timing(s[0], s[2:], work) for name, s in samples.items()}
+    return {name: Timing(s[0], s[1 + warm:], work) for name, s in samples.items()}
 
 
 def matmul_sweep(sizes, dtypes=DTYPES, kind: str = "cpu", device: str = "CPU",
@@ -99,25 +102,25 @@ def matmul_sweep(sizes, dtypes=DTYPES, kind: str = "cpu", device: str = "CPU",
 
 
 def _record(t, name: str, device: str, dtype: str, n: int, kind: str, peak=None) -> dict:
-    tflops, (q1, q3) = t.rate / 1e12, np.percentile(t.samples_s, [25, 75])
-    gflops = tflops * 1e3  # the IQR's ends bracket it, even where rounding puts a tie 1 ulp out
+    tflops, slowest, fastest = t.rate / 1e12, max(t.samples_s), min(t.samples_s)
+    gflops = tflops * 1e3  # the range's ends bracket it, even where rounding puts a tie 1 ulp out
     return {"name": name, "device": device, "kind": kind, "dtype": dtype, "size": n,
-            "median_s": t.median_s, "iqr_s": t.iqr_s, "samples": len(t.samples_s),
-            "tflops": tflops, "gflops_iqr": (min(t.work / q3 / 1e9, gflops),
-                                             max(t.work / q1 / 1e9, gflops)),
+            "median_s": t.median_s, "samples_s": t.samples_s,
+            "tflops": tflops, "gflops_range": (min(t.work / slowest / 1e9, gflops),
+                                               max(t.work / fastest / 1e9, gflops)),
             "peak_tflops": peak, "fraction_of_peak": tflops / peak if peak else None}
 
 
 def table_rows(records: list[dict]) -> list[list]:
-    return [[r["device"], r["dtype"], r["size"], f"{r['median_s'] * 1e3:.3f}",
-             f"{r['iqr_s'] * 1e3:.3f}", f"{r['tflops'] * 1e3:,.1f}",
+    return [[r["device"], r["dtype"], r["size"], median_range(r["samples_s"], 3),
+             f"{r['tflops'] * 1e3:,.1f}",
              f"{r['peak_tflops'] * 1e3:,.0f}" if r["peak_tflops"] else "unknown",
              f"{100 * r['fraction_of_peak']:.0f}%" if r["fraction_of_peak"] else "-"]
             for r in records]
 
 
 def plot(records: list[dict], title: str = "Matmul throughput by size"):
-    """GFLOP/s (median, IQR bars) against matrix size, a line per device and dtype, peaks dashed."""
+    """GFLOP/s (median, min-max bars) against matrix size, a line per device and dtype; peaks."""
     from matplotlib.ticker import LogLocator
 
     fig, ax = subplots(figsize=(7, 4), layout="tight")
@@ -125,14 +128,14 @@ def plot(records: list[dict], title: str = "Matmul throughput by size"):
         points = sorted((r for r in records if (r["device"], r["dtype"]) == key),
                         key=lambda r: r["size"])
         mid, (low, high) = (np.array([p["tflops"] * 1e3 for p in points]),
-                            np.transpose([p["gflops_iqr"] for p in points]))
+                            np.transpose([p["gflops_range"] for p in points]))
         line = ax.errorbar([p["size"] for p in points], mid, yerr=[mid - low, high - mid],
                            marker="o", capsize=3, label=" ".join(key)).lines[0]
         if peak := points[0]["peak_tflops"]:
             ax.axhline(peak * 1e3, linestyle="--", color=line.get_color(), linewidth=1,
                        label=f"peak: {' '.join(key)}")
     ax.set(xscale="log", yscale="log", xlabel="matrix size n (n x n)",
-           ylabel="GFLOP/s (median, IQR bars)", title=title)
+           ylabel="GFLOP/s (median, min-max bars)", title=title)
     ax.set_xticks(sizes := sorted({r["size"] for r in records}), [str(s) for s in sizes])
     ax.minorticks_off()
     ax.yaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))  # readable: 1, 2, 5, 10, 20, ...
@@ -142,17 +145,37 @@ def plot(records: list[dict], title: str = "Matmul throughput by size"):
 
 
 def too_few(samples: int) -> str:
-    """Why ``samples`` timed calls cannot judge a difference against their spread, or ''."""
-    return "" if samples >= MIN_ROUNDS else (f"{samples} samples each, too few to judge against "
-                                             f"the spread: pass repeats >= {MIN_ROUNDS}")
+    """Why ``samples`` timed calls are too few to judge a difference from, or ''."""
+    return "" if samples >= MIN_ROUNDS else (f"{samples} samples each, too few to judge a "
+                                             f"difference from: pass repeats >= {MIN_ROUNDS}")
 
 
 def called(ratios, level: float = 1.0, ways=("faster", "slower"),
            more: str = f"pass epochs >= {MIN_ROUNDS + 1}") -> str:
-    """``ratios``, one a round, against ``level``: notebook 02's rule (all rounds agree, 5+)."""
+    """``ratios``, one a round, against ``level``: the course's rule (all rounds agree, 5+)."""
     way = ways[0] if min(ratios) > level else ways[1] if max(ratios) < level else ""
     return (f"too few rounds ({len(ratios)}) to tell: {more}" if len(ratios) < MIN_ROUNDS
             else f"{way} in every round" if way else "no clear difference (the rounds disagree)")
+
+
+def versus(values, base, ways=("faster", "slower"), more: str = f"pass rounds >= {MIN_ROUNDS}"):
+    """``values`` over ``base``'s, timed in the same rounds: the ratios and the verdict."""
+    ratios = np.divide(values, base)  # round i of each: one pair, taken in turns
+    return f"{median_range(ratios, 2, 1, 'x')}, {called(ratios, ways=ways, more=more)}"
+
+
+def median_range(values, digits: int = 0, scale: float = 1e3, unit: str = "") -> str:
+    """``values`` as 'median (min-max)', by default seconds in milliseconds: every table's."""
+    v = sorted(x * scale for x in values)
+    return f"{statistics.median(v):.{digits}f}{unit} ({v[0]:.{digits}f}-{v[-1]:.{digits}f}{unit})"
+
+
+def in_turns(runs: dict, unit: str, more: str = f"pass rounds >= {MIN_ROUNDS}") -> str:
+    """{name: [a value a round]}, timed in turns: medians (min-max), the first against the rest."""
+    (a, xs), *rest = runs.items()
+    said = "; ".join(f"{name}: {median_range(v, 0, 1)} {unit}" for name, v in runs.items())
+    return f"{said}: " + "; ".join(versus(xs, ys, (f"{a} above {b}", f"{a} below {b}"), more)
+                                   for b, ys in rest)
 
 
 def tf_vs_numpy(records: list[dict], cpu: str) -> list[dict]:
@@ -162,15 +185,10 @@ def tf_vs_numpy(records: list[dict], cpu: str) -> list[dict]:
     found = []
     for n in sorted(n for n, name in pair if name == "matmul" and (n, "numpy matmul") in pair):
         tf_r, np_r = pair[n, "matmul"], pair[n, "numpy matmul"]
-        (lo, hi), (np_lo, np_hi) = tf_r["gflops_iqr"], np_r["gflops_iqr"]
-        ratio, few = tf_r["tflops"] / np_r["tflops"], too_few(tf_r["samples"])
-        reading = few or ("their IQRs do not overlap: a difference beyond the spread"
-                          if hi < np_lo or np_hi < lo
-                          else "their IQRs overlap: no difference beyond the spread")
-        found.append({"size": n, "tf_gflops": tf_r["tflops"] * 1e3, "ratio": ratio,
-                      "numpy_gflops": np_r["tflops"] * 1e3, "reading": reading,
-                      "ratio_text": f"{lo / np_hi:.3g}-{hi / np_lo:.3g} across their IQRs"
-                      if few else f"{ratio:.2f}"})
+        found.append({"size": n, "tf_gflops": tf_r["tflops"] * 1e3,
+                      "numpy_gflops": np_r["tflops"] * 1e3,  # TF's rate over NumPy's, by round:
+                      "reading": versus(np_r["samples_s"], tf_r["samples_s"],
+                                        more=f"pass repeats >= {MIN_ROUNDS}")})
     return found
 
 
@@ -182,30 +200,28 @@ def summary_lines(records: list[dict], cpu: str) -> list[str]:
              f"{best['dtype']}, n={best['size']})." if best else
              "No published peak is known for the devices measured here."]
     return [f"CPU float32 at {c['size']}x{c['size']}, measured alternately: TensorFlow "
-            f"{c['tf_gflops']:,.1f} GFLOP/s, NumPy {c['numpy_gflops']:,.1f} GFLOP/s, ratio "
-            f"{c['ratio_text']}; {c['reading']}." for c in tf_vs_numpy(records, cpu)[::-1]] + lines
+            f"{c['tf_gflops']:,.1f} GFLOP/s, NumPy {c['numpy_gflops']:,.1f} GFLOP/s (medians); "
+            f"TensorFlow's rate over NumPy's, round by round: {c['reading']}."
+            for c in tf_vs_numpy(records, cpu)[::-1]] + lines
 
 
 def ratio_lines(rates: dict, pairs: list[tuple[str, str]]) -> list[str]:
-    """Per (run, baseline) trained in the same rounds: their images/s ratios' median and range."""
-    lines = []
-    for label, base in pairs:
-        ratios = rates[label] / rates[base]
-        low, mid, high = np.percentile(ratios, [0, 50, 100])
-        lines.append(f"{label}: {mid:.2f}x the images/s of {base} (rounds after the first: "
-                     f"{low:.2f}-{high:.2f}x): {called(ratios)}.")
-    return lines
+    """Per (run, baseline) trained in the same rounds: their images/s ratios and the verdict."""
+    return [f"{label} over {base}, images/s in the rounds after the first: "
+            f"{versus(rates[label], rates[base], more=f'pass epochs >= {MIN_ROUNDS + 1}')}."
+            for label, base in pairs]
 
 
 def plot_rates(rates: dict, panels: dict, title: str = ""):
     """Bars of median images/s, min-max over the rounds, a panel per {x label: [run labels]}."""
-    fig, axes = subplots(1, len(panels), figsize=(4.5 * len(panels), 3.8), squeeze=False,
-                         layout="tight")
+    widths = [max(4.5, 1.2 * len(labels)) for labels in panels.values()]  # long labels: room
+    fig, axes = subplots(1, len(panels), figsize=(sum(widths), 3.8), squeeze=False,
+                         layout="tight", width_ratios=widths)
     for ax, (xlabel, labels) in zip(axes[0], panels.items(), strict=True):
         low, mid, high = np.percentile([rates[k] for k in labels], [0, 50, 100], axis=1)
         bars = ax.bar(labels, mid, yerr=[mid - low, high - mid], capsize=4)
         ax.bar_label(bars, fmt="%.0f", padding=4)
-        ax.tick_params("x", rotation=20)
+        ax.set_xticks(labels, labels, rotation=25, ha="right")
         ax.set(xlabel=xlabel, ylabel="images/s (median, min-max bars)")
     fig.suptitle(title)
     return fig
@@ -228,35 +244,8 @@ def plot_timelines(timelines: dict, title: str = ""):
     return fig
 
 
-def matmul_panel(kinds: dict[str, str], run: Callable, show: Callable):
-    """Sizes, dtypes, devices to pick; ``.button`` calls ``run`` per device, then ``show``."""
-    import ipywidgets as widgets
-
-    pick = {name: widgets.SelectMultiple(options=options, value=value, description=name)
-            for name, options, value in [("sizes", (256, 512, 1024, 2048, 4096, 8192),
-                                          (512, 1024, 2048)), ("dtypes", DTYPES, ("float32",)),
-                                         ("devices", list(kinds), (list(kinds)[-1],))]}
-    button, output = widgets.Button(description="Run", button_style="primary"), widgets.Output()
-
-    class Panel(widgets.VBox):  # where nothing draws widgets (a saved copy), a sentence
-        def __repr__(self):
-            return "[A panel: sizes, dtypes, devices to pick, and Run; Colab or Jupyter shows it]"
-    box = Panel([widgets.HBox(list(pick.values())), button, output])
-    box.records, box.button, box.sizes, box.dtypes, box.devices = [], button, *pick.values()
-
-    def on_click(_):
-        output.clear_output()
-        box.records = [record for kind in box.devices.value for record in
-                       run(sorted(box.sizes.value), list(box.dtypes.value), kind, kinds[kind])]
-        with output:
-            show(box.records)
-
-    button.on_click(on_click)
-    return box
-
-
 def check_parameters(*, sizes, dtypes, repeats, loop_steps, train_images, epochs, batch_size,
-                     batch_sizes, interactive):
+                     batch_sizes, sweep_devices):
     """Notebook 02's parameters, checked before any work: one line names a wrong one."""
     most = train_images if isinstance(train_images, int) and 64 <= train_images < 65536 else 65536
     return validate(
@@ -268,4 +257,5 @@ def check_parameters(*, sizes, dtypes, repeats, loop_steps, train_images, epochs
         epochs=(epochs, integer(2, 100)),
         batch_size=(batch_size, integer(1, most)),  # at most the images it trains on
         batch_sizes=(batch_sizes, list_of(integer(1, most), f"expected integers from 1 to {most}")),
-        interactive=(interactive, boolean()))
+        sweep_devices=(sweep_devices, list_of(one_of("cpu", "gpu", "tpu"),
+                                              'expected a list from ("cpu", "gpu", "tpu")')))

@@ -17,10 +17,9 @@ import numpy as np
 
 from helpers import devices, errors, models, processes
 from helpers.errors import ChildDied, ChildOutOfMemory, ChildTimeout
-from helpers.gpu_vs_cpu_benchmark import MIN_ROUNDS, called
+from helpers.gpu_vs_cpu_benchmark import MIN_ROUNDS, median_range, versus
 from helpers.logs import import_tensorflow
 from helpers.params import integer, list_of, one_of, proc_kib, validate
-from helpers.tfdata_pipelines import median_range
 
 
 def late_error(error: BaseException, asked: str) -> errors.LateConfigurationError:
@@ -240,9 +239,8 @@ def side_by_side_rows(runs: dict):
     for name, run in runs.items():
         row = [name]
         for key, scale, ways in (("mib", 1, ("more", "less")), ("s", 1e3, ("slower", "faster"))):
-            ratios = [v / b for v, b in zip(run[key], first[key], strict=True)]
             row += [median_range(run[key], 1, scale), "-" if run is first else
-                    f"{np.median(ratios):.2f}x, {called(ratios, ways=ways)}"]
+                    versus(run[key], first[key], ways)]
         yield row
 
 

@@ -3,9 +3,7 @@
 import dataclasses
 import itertools
 import math
-import statistics
 import time
-import timeit
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -14,8 +12,11 @@ from PIL import Image
 from helpers import data, params
 from helpers.display import subplots
 from helpers.gpu_vs_cpu_benchmark import MIN_ROUNDS as MIN_ROUNDS  # for 03
+from helpers.gpu_vs_cpu_benchmark import alternately as alternately
 from helpers.gpu_vs_cpu_benchmark import called as called
+from helpers.gpu_vs_cpu_benchmark import median_range as median_range
 from helpers.params import all_of, fits_in_memory, folder, integer, number, one_of, validate
+from helpers.timing import device_sync
 
 TABLE_HEADERS = ["pipeline", "first epoch ms", "later epochs ms", "speedup vs naive", "verdict"]
 COLORS = {"open": "tab:red", "read": "tab:blue", "map": "tab:orange", "train": "tab:green"}
@@ -96,27 +97,16 @@ def most_at_once(log, kinds: tuple[str, ...]) -> int:
     return max(itertools.accumulate(step for _, step in edges), default=0)
 
 
-def alternate(calls: dict, repeats: int) -> dict[str, list[float]]:
-    """The seconds of each call, ``repeats`` times, alternated: a slow spell hits all of them."""
-    rounds = [{name: timeit.timeit(call, number=1) for name, call in calls.items()}  # in turn
-              for _ in range(repeats)]  # timeit: perf_counter, gc held off
-    return {name: [times[name] for times in rounds] for name in calls}
-
-
 def compare(lat: Latencies, pipeline, epochs: int = 3, variants=VARIANTS) -> list[dict]:
     """Variants' epochs in rounds (2+); ``speedups``: the first one's later epochs over each's."""
     runs = {name: simulation(lat, pipeline, **flags) for name, flags in variants.items()}
-    seconds = alternate({name: epoch for name, (epoch, _) in runs.items()}, epochs)
-    base = next(iter(seconds.values()))[1:]  # naive's later epochs, one a round
-    return [{"variant": name, "first_epoch_s": s[0], "later_s": s[1:], "epoch_s": min(s[1:]),
-             "speedups": [b / v for b, v in zip(base, s[1:], strict=True)], "log": runs[name][1]}
-            for name, s in seconds.items()]
-
-
-def median_range(values, digits: int = 0, scale: float = 1e3, unit: str = "") -> str:
-    """``values`` as 'median (min-max)', by default seconds in milliseconds."""
-    v = sorted(x * scale for x in values)
-    return f"{statistics.median(v):.{digits}f}{unit} ({v[0]:.{digits}f}-{v[-1]:.{digits}f}{unit})"
+    timed = alternately({name: (epoch, device_sync) for name, (epoch, _) in runs.items()},
+                        epochs - 1, warm=False)  # an epoch each in turn: the first apart
+    base = next(iter(timed.values())).samples_s  # naive's later epochs, one a round
+    return [{"variant": name, "first_epoch_s": t.first_call_s, "later_s": t.samples_s,
+             "epoch_s": min(t.samples_s), "log": runs[name][1],
+             "speedups": [b / v for b, v in zip(base, t.samples_s, strict=True)]}
+            for name, t in timed.items()]
 
 
 def table_rows(results: list[dict]) -> list[list]:

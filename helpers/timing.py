@@ -5,8 +5,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import numpy as np
-
 
 def device_sync() -> None:  # wait for all queued TensorFlow device work
     import tensorflow as tf
@@ -27,10 +25,6 @@ class Timing:  # seconds of the first call and of each later sample; work: units
     @property
     def median_s(self) -> float:
         return statistics.median(self.samples_s)
-
-    @property
-    def iqr_s(self) -> float:
-        return float(np.subtract(*np.percentile(self.samples_s, [75, 25])))
 
     @property
     def rate(self) -> float | None:  # work per second at the median time (FLOP/s, images/s)

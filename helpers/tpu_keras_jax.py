@@ -8,6 +8,7 @@ import numpy as np
 from helpers.data_parallel import batch_rule
 from helpers.display import Table
 from helpers.errors import EngineError, engine_too_late, show_as_one_line
+from helpers.gpu_vs_cpu_benchmark import MIN_ROUNDS, called, median_range
 from helpers.params import all_of, boolean, check, enough_images, integer, validate
 from helpers.yardstick import distance, flat, line
 
@@ -43,32 +44,19 @@ def against_float64(models: dict, exact: str, own: str) -> tuple[Table, list[str
     return Table(rows, headers), lines
 
 
-def levers(rates: dict, base: str, again: str) -> tuple[Table, str]:
-    """images/s against ``base``; the rows grouped by the noise that ``again`` (the same) shows:
-    faster or slower only beyond it and with a spread clear of both rows'."""
-    if (timed := len(rates[base])) < 5:  # fewer rounds' IQR says nothing of the spread (as 02)
-        medians = Table([[n, f"{np.median(v):.0f}"] for n, v in rates.items()],
-                        ["fit", "images/s: median"])
-        return medians, f"{timed} timed round(s) each: too few to judge a lever; pass rounds >= 6."
-    (b1, b, b3), rows, ratios, spreads = np.percentile(rates[base], [25, 50, 75]), [], {}, {}
-    a1, a3 = np.percentile(rates[again], [25, 75])
-    apart = {}  # a row's spread clear of both the base's and the repeat's
+def levers(rates: dict, base: str) -> tuple[Table, str]:
+    """images/s over ``base``'s, round by round (02's rule); the sentence groups the verdicts."""
+    rows, groups = [], {}
     for name, values in rates.items():
-        q1, median, q3 = np.percentile(values, [25, 50, 75])
-        ratios[name], spreads[name] = 1.0 if q1 <= b3 and b1 <= q3 else median / b, q3 / q1
-        apart[name] = q1 > max(b3, a3) or q3 < min(b1, a1)
-        versus = f"{ratios[name]:.2f}x" if ratios[name] != 1.0 else "within the spread"
-        rows.append([name, f"{median:.0f} ({q1:.0f}-{q3:.0f})", "" if name == base else versus])
-    noise = max(ratios[again], 1 / ratios[again], spreads[base], spreads[again])
-    clear = {n: r for n, r in ratios.items() if apart[n] and not 1 / noise <= r <= noise}
-    groups = {"faster": [f"{n} ({r:.2f}x)" for n, r in clear.items() if r > 1],
-              "slower": [f"{n} ({r:.2f}x)" for n, r in clear.items() if r < 1],
-              "within it": [n for n in ratios if n not in clear and n not in (base, again)]}
-    said = "; ".join(f"{group}: {', '.join(names)}" for group, names in groups.items() if names)
-    again_was = "a rate within its spread" if ratios[again] == 1.0 else f"{ratios[again]:.2f}x"
-    return Table(rows, ["fit", "images/s: median (IQR)", f"vs {base}"]), (
-        f"Measured again, the same configuration gave {again_was}; with the two rows' spreads, "
-        f"this run's noise spans {1 / noise:.2f}x to {noise:.2f}x. Against {base}, {said}.")
+        ratios = np.divide(values, rates[base])  # timed in the same rounds
+        verdict = called(ratios, more=f"pass rounds >= {MIN_ROUNDS + 1}")
+        said = "" if name == base else f"{median_range(ratios, 2, 1, 'x')}, {verdict}"
+        rows.append([name, median_range(values, 0, 1), said])
+        if name != base:
+            groups.setdefault(verdict, []).append(f"{name} ({np.median(ratios):.2f}x)")
+    grouped = "; ".join(f"{', '.join(names)}: {verdict}" for verdict, names in groups.items())
+    return Table(rows, ["fit", "images/s: median (min-max)", f"vs {base}, by round"]), (
+        f"Against {base}, round by round: {grouped}.")
 
 
 def check_parameters(*, global_batch_size, rounds, timed_steps, steps_per_execution, max_images,

@@ -11,7 +11,7 @@ import numpy as np
 from helpers import devices
 from helpers.data_parallel import batch_rule
 from helpers.errors import EngineError, RunUnreadable, show_as_one_line
-from helpers.gpu_vs_cpu_benchmark import called
+from helpers.gpu_vs_cpu_benchmark import in_turns as in_turns  # 02's: 10 calls it here
 from helpers.params import all_of, boolean, enough_images, folder, integer, validate
 from helpers.tpu_keras_jax import against_float64 as against_float64  # 09's: 10 calls them here
 from helpers.tpu_keras_jax import describe as describe
@@ -46,16 +46,6 @@ def require_torch_xla(oldest: str = "2.8", environ=None) -> None:
 
 def weights(*models) -> list[np.ndarray]:  # a float64 copy of every parameter, on the CPU
     return [np.array(p.detach().cpu().double()) for m in models for p in m.parameters()]
-
-
-def alternated(runs: dict, unit: str) -> str:
-    """{name: [a value a sample]} of two, timed in turns: medians (IQR), 02's verdict by pair."""
-    (a, xs), (b, ys) = runs.items()
-    said = "; ".join(f"{name}: {np.median(v):.0f} {unit} ({np.percentile(v, 25):.0f}-"
-                     f"{np.percentile(v, 75):.0f})" for name, v in runs.items())
-    ratios = np.array(xs) / np.array(ys)  # sample i of each: one pair, taken in turns
-    verdict = called(ratios, ways=(f"{a} above {b}", f"{a} below {b}"), more="it needs 5 pairs")
-    return f"{said}: {verdict} (median ratio {np.median(ratios):.2f})"
 
 
 def checkpoints(run: Path) -> list[Path]:

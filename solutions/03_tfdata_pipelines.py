@@ -25,8 +25,10 @@ records = tf.data.Dataset.from_tensor_slices(paths).interleave(
     lambda p: tf.data.TFRecordDataset(p, compression_type=manifest["compression"]))
 chains = {chain.__name__: chain(records, parse_fn(manifest["shape"]), augment, params.batch_size)
           for chain in (slow_chain, fast_chain)}
-took = tfdata_pipelines.alternate(  # an epoch of each in turn: the first fills their caches
-    {name: lambda ds=ds: [None for _ in ds] for name, ds in chains.items()}, params.epochs)
+timed = tfdata_pipelines.alternately(  # an epoch of each in turn: the first fills their caches
+    {name: (lambda ds=ds: [None for _ in ds], tf.test.experimental.sync_devices)
+     for name, ds in chains.items()}, params.epochs - 1, warm=False)
+took = {name: [t.first_call_s, *t.samples_s] for name, t in timed.items()}
 later = {name: statistics.median(s[1:]) for name, s in took.items()}
 for name, s in took.items():
     print(f"{name}: first epoch {s[0]:.3f} s, then {later[name]:.3f} s per epoch (median)")

@@ -531,7 +531,26 @@ def test_the_ablation_times_each_change_in_turn_and_skips_what_does_not_apply(tf
     assert list(rates) == [name for name, row in rows.items() if row]
     assert all(len(r) == 2 and min(r) > 0 for r in rates.values())
     table = dcgan.ablation_table(rows, rates)
-    assert "not applicable" in str(table.rows[2]) and table.rows[0][2] == "1.00x"
+    assert "not applicable" in str(table.rows[2]) and table.rows[0][2] == "baseline"
+    assert table.rows[1][2].endswith("too few rounds (2) to tell: pass rounds >= 5")
+
+
+def test_the_ablation_judges_each_row_by_its_rounds_against_the_tutorial_and_the_row_above():
+    rows = dict.fromkeys(["tutorial", "course", "XLA", "larger batch", "unused"], ())
+    rows["unused"] = None
+    rates = {"tutorial": [100, 110, 90, 100, 105], "course": [200, 220, 180, 200, 210],
+             "XLA": [210, 200, 200, 190, 220], "larger batch": [100, 100, 100, 100, 100]}
+    table = dcgan.ablation_table(rows, rates)
+    assert table.rows[0] == ["tutorial", "100 (90-110)", "baseline", ""]
+    assert table.rows[1][1:] == ["200 (180-220)", "2.00x (2.00-2.00x), faster in every round",
+                                 "2.00x (2.00-2.00x), faster in every round"]
+    assert table.rows[2][3] == "1.05x (0.91-1.11x), no clear difference (the rounds disagree)"
+    assert table.rows[3][3].endswith("slower in every round")
+    assert table.rows[4] == ["unused", "not applicable with this device's settings", "", ""]
+    assert "median (min-max)" in table.headers[1]
+    rates = {name: values[:3] for name, values in rates.items()}  # three rounds: no verdict
+    assert dcgan.ablation_table(rows, rates).rows[1][2].endswith("too few rounds (3) to tell: "
+                                                                 "pass rounds >= 5")
 
 
 def test_score_ranks_real_images_above_noise(tf, tmp_path):

@@ -65,8 +65,8 @@ def test_sweep_on_this_cpu_measures_numpy_in_the_same_rounds(tf):
     ]
     for r in records:
         assert r["tflops"] == pytest.approx(2 * r["size"] ** 3 / r["median_s"] / 1e12)
-        low, high = r["gflops_iqr"]
-        assert low <= r["tflops"] * 1e3 <= high
+        low, high = r["gflops_range"]
+        assert low <= r["tflops"] * 1e3 <= high and len(r["samples_s"]) == 2
         assert r["peak_tflops"] is None and r["fraction_of_peak"] is None
     bf16_only = gpu_vs_cpu_benchmark.matmul_sweep([32], ["bfloat16"], repeats=2)
     assert [r["device"] for r in bf16_only] == ["CPU"]  # NumPy only beside float32
@@ -82,6 +82,10 @@ def test_alternately_takes_turns_and_lets_blas_threads_idle(monkeypatch):
     assert log == ["tf", "sync", "numpy"] + warm * 4  # first calls, warm-up, 3 timed rounds
     assert sleeps == [0, gpu_vs_cpu_benchmark.BLAS_IDLE_S] * 5  # idle after each NumPy call
     assert all(len(t.samples_s) == 3 and t.work == 10 for t in timings.values())
+    log.clear()
+    cold = gpu_vs_cpu_benchmark.alternately(calls, repeats=2, warm=False)  # 03's epochs
+    assert log == ["tf", "sync", "numpy"] * 3  # first calls, then 2 timed rounds, nothing untimed
+    assert all(len(t.samples_s) == 2 for t in cold.values())
 
 
 def test_numpy_anchor_and_table_and_plot(tf):
@@ -89,21 +93,22 @@ def test_numpy_anchor_and_table_and_plot(tf):
                if "numpy" in r["name"]]
     assert {r["device"] for r in records} == {"CPU (NumPy BLAS)"}
     rows = gpu_vs_cpu_benchmark.table_rows(records)
-    assert rows[0][:3] == ["CPU (NumPy BLAS)", "float32", 32] and rows[0][6] == "unknown"
+    assert rows[0][:3] == ["CPU (NumPy BLAS)", "float32", 32] and rows[0][5] == "unknown"
     ax = gpu_vs_cpu_benchmark.plot(records).axes[0]
     assert ax.get_xlabel().startswith("matrix size") and ax.get_ylabel().startswith("GFLOP/s")
     assert [t.get_text() for t in ax.get_xticklabels()] == ["32", "64"]  # the sizes, as ticks
-    assert ax.containers  # the IQR bars
+    assert ax.containers  # the min-max bars
+    assert rows[0][3] == gpu_vs_cpu_benchmark.median_range(records[0]["samples_s"], 3)
 
 
-def test_samples_that_all_tie_keep_the_rate_within_its_iqr():
-    """Equal samples put the median on a quartile: rounding once left the rate 1 ulp outside
-    its IQR, a negative error bar that matplotlib refuses (a 32x32 matmul timed twice can tie)."""
+def test_samples_that_all_tie_keep_the_rate_within_its_range():
+    """Equal samples put the median on an end: rounding once left the rate 1 ulp outside its
+    range, a negative error bar that matplotlib refuses (a 32x32 matmul timed twice can tie)."""
     records = [gpu_vs_cpu_benchmark._record(timing.Timing(1.0, [s, s], work=2 * n**3),
                                             "numpy matmul", "CPU", "float32", n, "cpu")
                for n in (32, 48, 64, 96, 128) for s in (3e-6, 1.704004047509577e-05, 0.1)]
     for r in records:
-        low, high = r["gflops_iqr"]
+        low, high = r["gflops_range"]
         assert low <= r["tflops"] * 1e3 <= high
     assert gpu_vs_cpu_benchmark.plot(records).axes[0].containers
 
@@ -113,44 +118,54 @@ def test_a_known_peak_gives_a_fraction():
     record = gpu_vs_cpu_benchmark._record(timed, "m", "Tesla T4", "float16", 4096, "gpu", 65)
     assert record["fraction_of_peak"] == pytest.approx(4 / 65)
     assert record["device"] == "Tesla T4" and record["dtype"] == "float16"
-    assert record["gflops_iqr"] == pytest.approx((4e3 / 1.25, 4e3 / 0.75))
+    assert record["gflops_range"] == pytest.approx((4e3 / 1.5, 4e3 / 0.5))
 
 
 def test_tf_vs_numpy_and_summary_lines():
-    def rec(device, size, tflops, fraction=None, spread=0.01, samples=5):
+    def rec(device, size, tflops, fraction=None, samples_s=(1.0,) * 5):
         name = "numpy matmul" if "NumPy" in device else "matmul"
         return {"name": name, "device": device, "dtype": "float32", "size": size,
-                "tflops": tflops, "fraction_of_peak": fraction, "samples": samples,
-                "gflops_iqr": ((tflops - spread) * 1e3, (tflops + spread) * 1e3)}
+                "tflops": tflops, "fraction_of_peak": fraction, "samples_s": list(samples_s)}
 
     records = [
-        rec("CPU", 64, 0.1),
-        rec("CPU", 128, 0.4),
-        rec("CPU (NumPy BLAS)", 64, 0.1),
+        rec("CPU", 64, 0.1, samples_s=[1.0, 1.1, 0.9, 1.0, 1.0]),
+        rec("CPU", 128, 0.4, samples_s=[1.0] * 5),
+        rec("CPU (NumPy BLAS)", 64, 0.1, samples_s=[1.1, 1.0, 1.0, 1.0, 0.9]),
         rec("CPU (NumPy BLAS)", 128, 0.5),  # an earlier measurement: the last one counts
-        rec("CPU (NumPy BLAS)", 128, 0.2),
+        rec("CPU (NumPy BLAS)", 128, 0.2, samples_s=[2.0, 2.2, 1.8, 2.0, 2.0]),
         rec("CPU", 256, 0.4),  # no NumPy at 256: not compared
     ]
     cmp = gpu_vs_cpu_benchmark.tf_vs_numpy(records, "CPU")[-1]
-    assert cmp["size"] == 128 and cmp["ratio"] == pytest.approx(2.0)
-    assert cmp["reading"] == "their IQRs do not overlap: a difference beyond the spread"
+    assert cmp["size"] == 128 and cmp["tf_gflops"] == pytest.approx(400)
+    assert cmp["reading"] == "2.00x (1.80-2.20x), faster in every round"  # NumPy's s over TF's
     lines = gpu_vs_cpu_benchmark.summary_lines(records, "CPU")
     assert lines[0] == (
         "CPU float32 at 128x128, measured alternately: TensorFlow 400.0 GFLOP/s, NumPy "
-        "200.0 GFLOP/s, ratio 2.00; their IQRs do not overlap: a difference beyond the spread."
-    )
-    assert lines[1].startswith("CPU float32 at 64x64") and "ratio 1.00; their IQRs" in lines[1]
+        "200.0 GFLOP/s (medians); TensorFlow's rate over NumPy's, round by round: 2.00x "
+        "(1.80-2.20x), faster in every round.")
+    assert lines[1].startswith("CPU float32 at 64x64") and lines[1].endswith(
+        "1.00x (0.90-1.11x), no clear difference (the rounds disagree).")
     assert lines[2].startswith("No published peak")
     records.append({**rec("Tesla T4", 128, 6.5, 0.1), "dtype": "float16"})
     lines = gpu_vs_cpu_benchmark.summary_lines(records, "CPU")
     assert "10% (Tesla T4, float16, n=128)" in lines[-1]
-    close = [rec("CPU", 64, 0.1, spread=0.04), rec("CPU (NumPy BLAS)", 64, 0.12, spread=0.04)]
-    assert "IQRs overlap" in gpu_vs_cpu_benchmark.tf_vs_numpy(close, "CPU")[0]["reading"]
-    assert gpu_vs_cpu_benchmark.tf_vs_numpy(close[:1], "CPU") == []
-    few = [rec("CPU", 64, 0.1, samples=2), rec("CPU (NumPy BLAS)", 64, 0.5, samples=2)]
+    slower = [rec("CPU", 64, 0.1, samples_s=[2.0] * 5), rec("CPU (NumPy BLAS)", 64, 0.2)]
+    assert gpu_vs_cpu_benchmark.tf_vs_numpy(slower, "CPU")[0]["reading"] == (
+        "0.50x (0.50-0.50x), slower in every round")
+    assert gpu_vs_cpu_benchmark.tf_vs_numpy(slower[:1], "CPU") == []
+    few = [rec("CPU", 64, 0.1, samples_s=[1.0, 1.0]),
+           rec("CPU (NumPy BLAS)", 64, 0.5, samples_s=[5.0, 5.0])]
     assert gpu_vs_cpu_benchmark.tf_vs_numpy(few, "CPU")[0]["reading"] == (
-        "2 samples each, too few to judge against the spread: pass repeats >= 5")
-    assert "ratio 0.176-0.224 across their IQRs; 2 samples each" in (
-        gpu_vs_cpu_benchmark.summary_lines(few, "CPU")[0])
-    assert gpu_vs_cpu_benchmark.summary_lines(close[:1], "CPU") == [
+        "5.00x (5.00-5.00x), too few rounds (2) to tell: pass repeats >= 5")
+    assert gpu_vs_cpu_benchmark.summary_lines(slower[:1], "CPU") == [
         "No published peak is known for the devices measured here."]
+
+
+@pytest.mark.parametrize(("values", "says"), [
+    ([2, 3, 4, 3, 2], "2.00x (1.50-2.00x), faster in every round"),  # over [1, 2, 2, 2, 1]
+    ([0.5, 1, 1, 1, 0.5], "0.50x (0.50-0.50x), slower in every round"),
+    ([2, 1, 2, 2, 1], "1.00x (0.50-2.00x), no clear difference (the rounds disagree)"),
+    ([2, 4], "2.00x (2.00-2.00x), too few rounds (2) to tell: pass rounds >= 5"),
+])
+def test_versus_is_the_one_verdict_on_rounds_timed_in_turn(values, says):
+    assert gpu_vs_cpu_benchmark.versus(values, [1, 2, 2, 2, 1][:len(values)]) == says

@@ -133,28 +133,25 @@ def test_steps_per_execution_at_most_an_epoch():
         tpu_keras_jax.check_parameters(steps_per_execution=5, **ok)
 
 
-def test_the_lever_sentence_groups_the_rows_as_the_table_does():
+def test_the_lever_sentence_groups_the_rows_by_their_verdicts_round_by_round():
     base = "one device, as configured"
-    rates = {base: [100, 105, 110, 115, 120], "again": [99, 102, 105, 108, 111],
+    rates = {base: [100, 105, 110, 115, 120], "again": [99, 108, 105, 118, 117],
              "float32": [300, 305, 310, 315, 320], "quarter": [40, 45, 50, 55, 60]}
-    table = str(tpu_keras_jax.levers(rates, base, "again")[0])
-    assert "2.82x" in table and "310 (305-315)" in table and "0.45x" in table
-    assert "within the spread" in table  # the again row
-    _, said = tpu_keras_jax.levers(rates, base, "again")
-    assert said == ("Measured again, the same configuration gave a rate within its spread; with "
-                    "the two rows' spreads, this run's noise spans 0.91x to 1.10x. Against one "
-                    "device, as configured, faster: float32 (2.82x); slower: quarter (0.45x).")
-    rates["again"] = [40, 42, 45, 48, 50]  # noise wider than the quarter batch's difference
-    assert tpu_keras_jax.levers(rates, base, "again")[1].endswith(
-        "faster: float32 (2.82x); within it: quarter.")
-    # the reader's case: beyond the band against the base, but its spread meets the repeat's
-    rates = {base: [1158, 1200, 1264, 1320, 1370], "again": [1088, 1120, 1152, 1184, 1216],
-             "bfloat16": [942, 1000, 1066, 1130, 1190]}
-    assert tpu_keras_jax.levers(rates, base, "again")[1].endswith("within it: bfloat16.")
-    # fewer than 5 timed rounds: medians only, no verdict
-    table, said = tpu_keras_jax.levers({base: [100, 120], "again": [99, 111]}, base, "again")
-    assert "110" in str(table) and "spread" not in str(table)
-    assert said == "2 timed round(s) each: too few to judge a lever; pass rounds >= 6."
+    table, said = tpu_keras_jax.levers(rates, base)
+    rows = {row[0]: row for row in table.rows}
+    assert rows[base] == [base, "110 (100-120)", ""]
+    assert rows["float32"][1:] == ["310 (300-320)", "2.82x (2.67-3.00x), faster in every round"]
+    assert rows["quarter"][2] == "0.45x (0.40-0.50x), slower in every round"
+    assert rows["again"][2].endswith("no clear difference (the rounds disagree)")
+    assert said == (f"Against {base}, round by round: again (0.99x): no clear difference (the "
+                    "rounds disagree); float32 (2.82x): faster in every round; quarter (0.45x): "
+                    "slower in every round.")
+    # fewer than 5 timed rounds: the medians and their range, no verdict
+    table, said = tpu_keras_jax.levers({base: [100, 120], "again": [99, 111]}, base)
+    assert "110 (100-120)" in str(table) and "in every round" not in said
+    assert said == (f"Against {base}, round by round: again (0.96x): too few rounds (2) to tell: "
+                    "pass rounds >= 6.")
+
 
 # Exercise 09.1: a pure training step. Each wrong answer is a typical mistake.
 def _step(loss_of, keep_stats=True, jit=True):

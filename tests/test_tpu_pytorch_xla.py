@@ -666,10 +666,13 @@ def test_hints_escalate_on_changed_wrong_answers_only():
     assert other.hint.startswith("Hint: For each tensor")
 
 
-def test_alternated_judges_only_from_five_pairs_that_all_agree():
-    few = tpu_pytorch_xla.alternated({"lazy": [3, 4], "compiled": [1, 2]}, "ms")
-    assert few.endswith("too few rounds (2) to tell: it needs 5 pairs (median ratio 2.50)")
-    slower = tpu_pytorch_xla.alternated({"lazy": [3, 4, 5, 4, 3], "compiled": [1] * 5}, "ms")
-    assert "lazy above compiled in every round (median ratio 4.00)" in slower, slower
-    mixed = tpu_pytorch_xla.alternated({"lazy": [3, 1, 5, 4, 3], "compiled": [2] * 5}, "ms")
-    assert "no clear difference" in mixed and mixed.startswith("lazy: 3 ms (3-4); compiled: 2 ms")
+def test_in_turns_judges_only_from_five_pairs_that_all_agree():
+    few = tpu_pytorch_xla.in_turns({"lazy": [3, 4], "compiled": [1, 2]}, "ms")
+    assert few.endswith("2.50x (2.00-3.00x), too few rounds (2) to tell: pass rounds >= 5")
+    slower = tpu_pytorch_xla.in_turns({"lazy": [3, 4, 5, 4, 3], "compiled": [1] * 5}, "ms")
+    assert slower.endswith("4.00x (3.00-5.00x), lazy above compiled in every round"), slower
+    faster = tpu_pytorch_xla.in_turns({"lazy": [1] * 5, "compiled": [3, 4, 5, 4, 3]}, "ms")
+    assert faster.endswith("lazy below compiled in every round"), faster
+    mixed = tpu_pytorch_xla.in_turns({"lazy": [3, 1, 5, 4, 3], "compiled": [2] * 5}, "ms")
+    assert "no clear difference" in mixed
+    assert mixed.startswith("lazy: 3 (1-5) ms; compiled: 2 (2-2) ms: 1.50x")
