@@ -1,5 +1,6 @@
 """MNIST, Fashion-MNIST, CIFAR-10, or offline (``COURSE_OFFLINE=1``) an announced fallback."""
 
+import contextlib
 import hashlib
 import os
 import socket
@@ -107,7 +108,8 @@ def _try_keras(name: str) -> tuple[ImageData | None, str]:  # keras.datasets (MN
             (x_train, y_train), (x_test, y_test) = _mnist_without_keras()
             source = f"{MNIST_URL} (the file keras.datasets.mnist reads)"
         else:
-            (x_train, y_train), (x_test, y_test) = getattr(keras.datasets, name).load_data()
+            with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet):  # no log lines
+                (x_train, y_train), (x_test, y_test) = getattr(keras.datasets, name).load_data()
             source = f"keras.datasets.{name}"
     except Exception as error:  # no network, a cut download, a corrupt cache file
         return None, f"{type(error).__name__}: {str(error)[:160]}"

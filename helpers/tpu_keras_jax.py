@@ -76,3 +76,11 @@ def check_parameters(*, global_batch_size, rounds, timed_steps, steps_per_execut
             lambda v: v <= max(epoch, 1), f"at most the {epoch} steps of an epoch "
             "(max_images // global_batch_size)"))),
         use_bfloat16=(use_bfloat16, boolean()))
+
+
+def check_loaded(steps_per_execution: int, images: int, global_batch_size: int) -> None:
+    """steps_per_execution against the data loaded: a stand-in may hold fewer than max_images."""
+    steps = images // global_batch_size
+    allowed = f"at most {steps}, the whole global batches in the {images} images loaded"
+    rule = check(lambda value: value <= steps, allowed)
+    validate(echo=False, steps_per_execution=(steps_per_execution, rule))

@@ -1,4 +1,5 @@
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -101,6 +102,19 @@ def test_input_waits_make_a_trace_input_bound(tf, tmp_path):
     fed = scale_out_profile.read_trace(_space(tmp_path / "f.xplane.pb", kernels, steps=steps))
     assert fed.input_share == 0 and fed.step_ms == [pytest.approx(0.01)] * 2
     assert not any("Input-bound" in line for line in advice(fed))
+
+
+def test_advice_says_what_applies_to_the_traced_device(tf):
+    from helpers.lessons.nb08 import advice  # notebook 08's reading of a trace
+
+    ops = [("Mul", 3.0, 0.75), ("Conv2D", 1.0, 0.25)]  # mostly small ops
+    cpu = SimpleNamespace(device="/host:CPU", input_share=0.0, idle_share=0.5,
+                          by_type=lambda: ops)
+    idle, small = advice(cpu)
+    assert idle.startswith("Idle: the device idles 50%") and "XLA" not in idle
+    assert small.startswith("Small ops:") and "on a CPU, its convolutions are slower" in small
+    gpu = advice(SimpleNamespace(**{**vars(cpu), "device": "/device:GPU:0"}))
+    assert gpu[1].endswith("XLA (jit_compile=True) fuses them.")
 
 
 def test_a_trace_without_step_markers_is_refused(tf, tmp_path):

@@ -131,6 +131,10 @@ def test_steps_per_execution_at_most_an_epoch():
     assert tpu_keras_jax.check_parameters(steps_per_execution=4, **ok).steps_per_execution == 4
     with pytest.raises(Exception, match="steps_per_execution=5: at most the 4 steps of an epoch"):
         tpu_keras_jax.check_parameters(steps_per_execution=5, **ok)
+    tpu_keras_jax.check_loaded(4, images=1498, global_batch_size=256)  # 5 steps: 4 fit
+    refused = "steps_per_execution=16: at most 5, the whole global batches in the 1498 images"
+    with pytest.raises(Exception, match=refused):  # the stand-in for max_images=4096's MNIST
+        tpu_keras_jax.check_loaded(16, images=1498, global_batch_size=256)
 
 
 def test_the_lever_sentence_groups_the_rows_by_their_verdicts_round_by_round():

@@ -74,24 +74,26 @@ HEAVY_OPS = re.compile(r"Conv|MatMul|Einsum|convolution|dot|gemm|cutlass|xmma", 
 
 # 08_scale_out_profile.ipynb, section 'Where the time goes: the profiler'
 def advice(summary, input_bound=0.2, idle=0.3):
-    """What a trace's figures say to fix, most important first."""
+    """What a trace's figures say to fix, most important first: one "topic: advice" line each."""
     lines = []
     if summary.input_share > input_bound:  # the step waited for the tf.data pipeline
         lines.append(f"Input-bound: {summary.input_share:.0%} of step time waits for data. "
                      "Map in parallel and prefetch (notebook 03); where the pipeline does both, "
                      "raise the parallel calls, cache what fits, or decode once, offline.")
     if summary.idle_share - summary.input_share > idle:  # idle time counts the wait too
-        lines.append(f"The device idles {summary.idle_share:.0%} of the step between small ops: "
-                     "use a larger batch, run several steps per call (a tf.range loop, "
-                     "steps_per_execution), and try XLA (jit_compile=True).")
+        lines.append(f"Idle: the device idles {summary.idle_share:.0%} of the step between "
+                     "small ops: use a larger batch, or run several steps per call (a tf.range "
+                     "loop, steps_per_execution).")
     types = summary.by_type()  # (op type, ms, share of the op time), largest first
     heavy = sum(share for kind, _, share in types if HEAVY_OPS.search(kind))
     if heavy >= 0.5:
-        lines.append(f"Convolutions and matmuls take {heavy:.0%} of op time: where they set the "
-                     "pace, mixed precision uses the Tensor Cores (GPU) or bfloat16 units (TPU, "
-                     "recent CPUs).")
+        lines.append(f"Heavy ops: convolutions and matmuls take {heavy:.0%} of op time: where "
+                     "they set the pace, mixed precision uses the Tensor Cores (GPU) or bfloat16 "
+                     "units (TPU, recent CPUs).")
     elif types:
         light = next((kind for kind, _, _ in types if not HEAVY_OPS.search(kind)), types[0][0])
-        lines.append(f"Convolutions and matmuls are only {heavy:.0%} of op time; the rest is many "
-                     f"small ops (the largest kind: {light}). XLA (jit_compile=True) fuses them.")
+        lines.append(f"Small ops: convolutions and matmuls are only {heavy:.0%} of op time; the "
+                     f"rest is many small ops (the largest kind: {light}). XLA (jit_compile=True) "
+                     + ("fuses them on a GPU or TPU; on a CPU, its convolutions are slower than "
+                        "oneDNN's." if summary.device.endswith("CPU") else "fuses them."))
     return lines
