@@ -246,13 +246,28 @@ def damage(checkpoint):
         part.write_bytes(b"\0" * 64)
 
 
-def test_a_corrupt_latest_checkpoint_falls_back_and_no_good_one_is_pruned(tf, tmp_path, capsys):
-
+@pytest.fixture(scope="module")
+def three_steps(tf, tmp_path_factory):
+    """A run's folder after 3 steps, a checkpoint each: the resume tests below each damage a
+    copy of it (training it again cost each of them seconds)."""
+    folder = tmp_path_factory.mktemp("three_steps")
     images = data.load("digits", limit=64, verbose=False)
-    run = lesson_run(tmp_path)
+    run = lesson_run(folder)
     train(run, images.x_train, 16, 1, 3, every=1)
     assert saved(run) == ["ckpt-1", "ckpt-2", "ckpt-3"]
-    damage(run.manager.latest_checkpoint)
+    return folder
+
+
+def copy_run(folder, tmp_path):
+    shutil.copytree(folder, tmp_path, dirs_exist_ok=True)
+
+
+def test_a_corrupt_latest_checkpoint_falls_back_and_no_good_one_is_pruned(tf, tmp_path, capsys,
+                                                                          three_steps):
+
+    images = data.load("digits", limit=64, verbose=False)
+    copy_run(three_steps, tmp_path)
+    damage(tmp_path / "checkpoints" / "ckpt-3")
     capsys.readouterr()
     resumed = lesson_run(tmp_path)
     assert "ckpt-3 could not be read" in capsys.readouterr().out
@@ -270,7 +285,7 @@ def test_a_checkpoint_of_other_settings_stops_the_run_and_all_survive(tf, tmp_pa
 
     images = data.load("digits", limit=64, verbose=False)
     run = lesson_run(tmp_path, policy="mixed_float16")  # a GPU session's run
-    train(run, images.x_train, 16, 1, 3, every=1)
+    train(run, images.x_train, 2, 1, 3, every=1)  # float16 on a CPU is slow: batches of 2
     before = {p.name: p.read_bytes() for p in (tmp_path / "checkpoints").iterdir()}
     with pytest.raises(RunSettingsChanged, match="ckpt-3 holds other variables .*nothing was "
                                                  "deleted"):
@@ -279,30 +294,27 @@ def test_a_checkpoint_of_other_settings_stops_the_run_and_all_survive(tf, tmp_pa
     assert after == before
 
 
-def test_a_run_whose_checkpoints_are_all_unreadable_stops(tf, tmp_path):
+def test_a_run_whose_checkpoints_are_all_unreadable_stops(tf, tmp_path, three_steps):
 
-    images = data.load("digits", limit=64, verbose=False)
-    run = lesson_run(tmp_path)
-    train(run, images.x_train, 16, 1, 2, every=1)
-    for checkpoint in run.manager.checkpoints:
-        damage(checkpoint)
+    copy_run(three_steps, tmp_path)
+    for number in (1, 2, 3):
+        damage(tmp_path / "checkpoints" / f"ckpt-{number}")
     with pytest.raises(RunUnreadable, match="no checkpoint in .* could be read; nothing was"):
         lesson_run(tmp_path)
     indexes = sorted(p.name for p in (tmp_path / "checkpoints").glob("ckpt-*.index"))
-    assert indexes == ["ckpt-1.index", "ckpt-2.index"]
+    assert indexes == ["ckpt-1.index", "ckpt-2.index", "ckpt-3.index"]
 
 
 @pytest.mark.parametrize("index", ["deleted", "garbled", "emptied"])
 def test_a_run_whose_index_file_is_lost_resumes_from_its_files_and_overwrites_none(
-    tf, tmp_path, capsys, index
+    tf, tmp_path, capsys, index, three_steps
 ):
     """Drive's sync, or a copy of the ckpt-* files alone, loses or damages the index file
     (``checkpoint``): the run resumes from its newest checkpoint file, never starts over, and
     every old file stays byte for byte as it was."""
 
     images = data.load("digits", limit=64, verbose=False)
-    run = lesson_run(tmp_path)
-    train(run, images.x_train, 16, 1, 3, every=1)
+    copy_run(three_steps, tmp_path)
     folder = tmp_path / "checkpoints"
     {"deleted": lambda p: p.unlink(), "garbled": lambda p: p.write_text("garbage {{{ \0"),
      "emptied": lambda p: p.write_text("")}[index](folder / "checkpoint")
@@ -384,10 +396,10 @@ def test_a_damaged_history_is_set_aside_never_raised(tmp_path, capsys, content):
         f"{aside.name}, and the run goes on from its checkpoint without it.\n")
 
 
-def test_a_run_whose_history_is_damaged_resumes_from_its_checkpoints(tf, tmp_path, capsys):
+def test_a_run_whose_history_is_damaged_resumes_from_its_checkpoints(tf, tmp_path, capsys,
+                                                                     three_steps):
     images = data.load("digits", limit=64, verbose=False)
-    run = lesson_run(tmp_path)
-    train(run, images.x_train, 16, 1, 3, every=1)
+    copy_run(three_steps, tmp_path)
     (tmp_path / "history.json").write_text('{"losses": [[1')  # a disconnect mid-write
     before = {p: p.read_bytes() for p in (tmp_path / "checkpoints").iterdir()}
     capsys.readouterr()

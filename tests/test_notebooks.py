@@ -167,7 +167,7 @@ def table_row(executed, first: str) -> list[float]:
 
 # How close 8 devices must be (the notebooks' own tables, each run against float64): the
 # losses to float32 rounding; the update's distance from float64 (09 steps both models with
-# SGD, whose update a wrongly averaged gradient would move by about 1). 10's split lies 6.7e-5
+# SGD, whose update a wrongly averaged gradient would move by about 1). 10's split lies 6.6e-5
 # from float64 (torch-xla 2.9.0, test profile), as its unsplit program does; gradients left
 # unsummed over 8 devices would put it 0.875 away.
 TOLERANCES = {
