@@ -339,7 +339,8 @@ tpu-unit-without-tensorflow:
 	$(TEST_ENV) $(TPU_PYTEST) tests/test_without_tensorflow.py tests/test_setup.py -k "without_tensorflow"
 
 tpu-unit-keras-jax:
-	$(TEST_ENV) COURSE_CORPUS=$@ $(JAX_ENV) $(TPU_PYTEST) -m tpu tests/test_tpu_keras_jax.py
+	$(TEST_ENV) COURSE_CORPUS=$@ $(JAX_ENV) $(TPU_PYTEST) -m tpu tests/test_tpu_keras_jax.py \
+	  tests/test_tpu_scale.py
 
 tpu-unit-pytorch-xla:
 	$(TEST_ENV) COURSE_CORPUS=$@ $(XLA_ENV) $(TPU_PYTEST) -m tpu tests/test_tpu_pytorch_xla.py
