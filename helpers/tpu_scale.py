@@ -43,8 +43,9 @@ def timed_pair(rates: dict) -> str:
 def plot_memory(rows: dict, budget: float, title: str):
     """Compiled memory (MiB) by batch size, one line per variant, against the budget line."""
     fig, ax = subplots(figsize=(6, 3.2), layout="tight")
-    for name, sizes in rows.items():
-        ax.plot(list(sizes), [v / 2**20 for v in sizes.values()], marker="o", label=name)
+    for i, (name, sizes) in enumerate(rows.items()):  # lines that coincide all still show
+        ax.plot(list(sizes), [v / 2**20 for v in sizes.values()], marker="os^"[i % 3],
+                markersize=9 - 3 * (i % 3), linestyle=("-", "--", ":")[i % 3], label=name)
     ax.axhline(budget / 2**20, color="k", linestyle=":", label="budget")
     ax.set(xscale="log", xlabel="batch size", ylabel="MiB per device", title=title)
     ax.xaxis.set_major_formatter("{x:.0f}")
@@ -108,7 +109,10 @@ def run_processes(script, count: int, env: dict, folder, timeout_s: float, watch
 
 
 def summary(run: dict) -> str:
-    """One line on the run: its processes, where they listened."""
+    """The run: its processes, where they listened, and what each printed (not JAX's logs)."""
     heard = ", ".join(f"{ip}:{port}" for ip, port in run["listened"])
-    return (f"{len(run['logs'])} processes, coordinator on 127.0.0.1:{run['port']}; they "
-            f"listened on {heard} only (read back from /proc while they ran)")
+    said = [line for log in run["logs"] for line in log.read_text().splitlines()
+            if line.startswith("process ")]
+    return "\n".join([f"{len(run['logs'])} processes, coordinator on 127.0.0.1:{run['port']}; "
+                      f"they listened on {heard} only (read back from /proc while they ran)",
+                      *said])
