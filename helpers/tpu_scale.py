@@ -9,7 +9,6 @@ from pathlib import Path
 import numpy as np
 
 from helpers.display import subplots
-from helpers.gpu_vs_cpu_benchmark import MIN_ROUNDS
 from helpers.params import all_of, check, integer, number, validate
 from helpers.processes import LAUNCHER_ENV, free_ports, listening
 
@@ -25,19 +24,6 @@ def check_parameters(*, budget_mb, width, rounds, timeout_s):
 
 def mib(size: float) -> str:
     return f"{size / 2**20:.1f} MiB"
-
-
-def timed_pair(rates: dict) -> str:
-    """Seconds per step of two steps timed in turn: medians and spreads, a verdict at 5 samples."""
-    (a, ta), (b, tb) = rates.items()
-    qa, qb = np.percentile(ta, [25, 50, 75]), np.percentile(tb, [25, 50, 75])
-    said = f"{a}: {qa[1] * 1e3:.2f} ms ({qa[0] * 1e3:.2f}-{qa[2] * 1e3:.2f}); " \
-           f"{b}: {qb[1] * 1e3:.2f} ms ({qb[0] * 1e3:.2f}-{qb[2] * 1e3:.2f}) per step, median (IQR)"
-    if (n := min(len(ta), len(tb))) < MIN_ROUNDS:  # the first round compiles and is left out
-        return f"{said}; {n} timed round(s), too few to judge: set rounds >= {MIN_ROUNDS + 1}."
-    if qb[0] <= qa[2] and qa[0] <= qb[2]:
-        return f"{said}; their IQRs overlap: no difference beyond the spread."
-    return f"{said}; {b} takes {qb[1] / qa[1]:.2f}x the time of {a}, beyond the spread."
 
 
 def plot_memory(rows: dict, budget: float, title: str):

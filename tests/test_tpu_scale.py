@@ -82,13 +82,6 @@ def test_a_run_past_its_timeout_is_stopped(tmp_path):
         tpu_scale.run_processes(script, 2, {}, tmp_path, 1)
 
 
-def test_timed_pair_judges_only_from_five_samples():
-    assert "too few" in tpu_scale.timed_pair({"plain": [1.0] * 4, "remat": [2.0] * 4})
-    said = tpu_scale.timed_pair({"plain": [1.0, 1.1, 0.9, 1.0, 1.0],
-                                 "remat": [2.0, 2.1, 1.9, 2.0, 2.0]})
-    assert "remat takes 2.00x the time of plain, beyond the spread" in said
-
-
 def _linear(memory_of, budget):  # right, and slow: one call per multiple of 8
     batch = 8
     while memory_of(batch + 8) <= budget:
