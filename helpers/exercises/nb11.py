@@ -5,7 +5,7 @@ import re
 
 import numpy as np
 
-from helpers.exercises import exercise, require
+from helpers.exercises import exercise, keras_as_found, require
 
 
 @exercise("11.1", "find the largest batch that fits a budget",
@@ -46,13 +46,10 @@ def fit_batch(fn) -> str | None:
                "variable path (Keras 3.14+ uses re.fullmatch), and None for the kernel's rows.",
           right="Every `block` kernel was split by columns along `model`, the others kept "
                 "whole, on Keras's matching before and after 3.14.")
-def split_kernels(fn, mesh=None) -> str | None:
+def split_kernels(fn, mesh) -> str | None:  # mesh: the notebook's (data, model) DeviceMesh
     import keras
 
-    found = keras.distribution.distribution(), keras.mixed_precision.global_policy()
-    try:
-        mesh = mesh or keras.distribution.DeviceMesh(
-            (1, len(keras.distribution.list_devices())), ("data", "model"))
+    with keras_as_found(keras):
         layout = fn(mesh)
         require(layout)
         if not isinstance(layout, keras.distribution.LayoutMap):
@@ -79,6 +76,3 @@ def split_kernels(fn, mesh=None) -> str | None:
                     return (f"{name}'s kernel is laid out {spec}, not {want}: split the block "
                             "kernels' columns along 'model', keep the others whole.")
         return None
-    finally:  # whatever the answer set: the distribution and policy it found
-        keras.distribution.set_distribution(found[0])
-        keras.mixed_precision.set_global_policy(found[1])
