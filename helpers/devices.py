@@ -1,4 +1,4 @@
-"""What this runtime runs on, said honestly; a device's strategy (never another); its precision."""
+"""What this runtime runs on, said honestly; the device to train on; its precision."""
 
 import contextlib
 import glob
@@ -224,8 +224,8 @@ def nvidia_smi(run: Callable = subprocess.run, which: Callable = shutil.which) -
     return gpus
 
 
-#: The strategy picked, its kind ("gpu" or "cpu"), replicas, and what it runs on.
-StrategyChoice = namedtuple("StrategyChoice", "strategy kind replicas description")
+#: The device picked: its kind ("gpu" or "cpu") and what it is.
+DeviceChoice = namedtuple("DeviceChoice", "kind description")
 
 
 def mirrored(devices: list[str]):
@@ -265,26 +265,19 @@ def accelerator_rule(tpu: TPUStatus | None = None, gpus: list | None = None):
     return rule
 
 
-def choose_strategy(accelerator: str = "auto", gpus: list | None = None) -> StrategyChoice:
-    """The strategy for ``accelerator`` ("auto": the GPUs, else the CPU); a missing GPU raises."""
-    import tensorflow as tf
-
+def choose_device(accelerator: str = "auto", gpus: list | None = None) -> DeviceChoice:
+    """The device for ``accelerator`` ("auto": the first GPU, else the CPU); no GPU: raises."""
     one_of("auto", "cpu", "gpu")("accelerator", accelerator)  # a TPU: notebook 06's own cell
     if accelerator in ("auto", "gpu"):
         gpus = list_gpus() if gpus is None else gpus
         if len(gpus) > 1:
-            strategy = mirrored([d.name for d in tf.config.list_logical_devices("GPU")])
-            names = ", ".join(g.name for g in gpus)
-            return StrategyChoice(strategy, "gpu", len(gpus),
-                                  f"{len(gpus)} GPUs ({names}), MirroredStrategy")
+            return DeviceChoice("gpu", f"GPU {gpus[0].describe()} (the first of {len(gpus)})")
         if gpus:
-            strategy = tf.distribute.OneDeviceStrategy("/gpu:0")
-            return StrategyChoice(strategy, "gpu", 1, f"GPU {gpus[0].describe()}")
+            return DeviceChoice("gpu", f"GPU {gpus[0].describe()}")
         if accelerator == "gpu":
             raise AcceleratorUnavailable("accelerator='gpu' but TensorFlow sees no GPU on this "
                                          "runtime")
-    return StrategyChoice(tf.distribute.OneDeviceStrategy("/cpu:0"), "cpu", 1,
-                          f"CPU ({os.cpu_count()} cores)")
+    return DeviceChoice("cpu", f"CPU ({os.cpu_count()} cores)")
 
 
 def bfloat16_native(kind: str, gpus: list[GPU] | None = None, cpuinfo: str | None = None) -> bool:

@@ -38,7 +38,8 @@ def drop_native_noise(text: str) -> str:
 
 
 #: The notebooks that run without TensorFlow; every other one's setup stops, pointing at these.
-RUN_WITHOUT_TENSORFLOW: tuple[str, ...] = ("09_tpu_keras_jax", "10_tpu_pytorch_xla")
+RUN_WITHOUT_TENSORFLOW: tuple[str, ...] = ("09_tpu_keras_jax", "10_tpu_pytorch_xla",
+                                          "11_tpu_scale")
 
 
 def no_tensorflow_message() -> str:

@@ -74,8 +74,9 @@ def folder_parameters(path: Path) -> list[str]:
 # docs/exercise_corpus.json (`python -m tools.exercises --corpus` copies each NAME.json there, and
 # writes docs/instructor_notes.md's table from it).
 
-#: the modules that test exercise checks (09's and 10's test their plumbing beside them)
-EXERCISE_TESTS = ("test_exercises_nb", "test_tpu_keras_jax", "test_tpu_pytorch_xla")
+#: the modules that test exercise checks (09's, 10's and 11's test their plumbing beside them)
+EXERCISE_TESTS = ("test_exercises_nb", "test_tpu_keras_jax", "test_tpu_pytorch_xla",
+                  "test_tpu_scale")
 CORPUS_DIR = course.BUILD / "exercise-corpus"
 CORPUS = {"file": CORPUS_DIR / f"{os.getpid()}.jsonl"}  # one per run: its controller's pid
 COMMITTED = course.ROOT / "docs" / "exercise_corpus.json"

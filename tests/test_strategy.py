@@ -7,27 +7,32 @@ from helpers.params import ParameterError
 NO_TPU = TPUStatus(False)
 
 
-def test_auto_on_this_cpu_picks_one_cpu_device(tf):
-    choice = devices.choose_strategy("auto", gpus=[])
-    assert choice.kind == "cpu" and choice.replicas == 1
-    assert isinstance(choice.strategy, tf.distribute.OneDeviceStrategy)
-    assert choice.description.startswith("CPU")
+def test_auto_on_this_cpu_picks_the_cpu():
+    choice = devices.choose_device("auto", gpus=[])
+    assert choice.kind == "cpu"
+    assert choice.description.startswith("CPU (")
 
 
-def test_forced_cpu_even_with_a_gpu_listed(tf):
-    choice = devices.choose_strategy("cpu", gpus=[GPU(0, "Tesla T4")])
+def test_auto_picks_the_first_gpu_and_says_so():
+    choice = devices.choose_device("auto", gpus=[GPU(0, "Tesla T4"), GPU(1, "Tesla T4")])
+    assert choice == ("gpu", "GPU Tesla T4 (the first of 2)")
+    assert devices.choose_device("gpu", gpus=[GPU(0, "L4")]) == ("gpu", "GPU L4")
+
+
+def test_forced_cpu_even_with_a_gpu_listed():
+    choice = devices.choose_device("cpu", gpus=[GPU(0, "Tesla T4")])
     assert choice.kind == "cpu"
 
 
-def test_missing_gpu_is_refused_not_faked(tf):
+def test_missing_gpu_is_refused_not_faked():
     with pytest.raises(errors.AcceleratorUnavailable, match="gpu"):
-        devices.choose_strategy("gpu", gpus=[])
+        devices.choose_device("gpu", gpus=[])
 
 
 @pytest.mark.parametrize("wanted", ["warp", "tpu"])  # a TPU: notebook 06's own TPUStrategy cell
-def test_unknown_accelerator(tf, wanted):
+def test_unknown_accelerator(wanted):
     with pytest.raises(ValueError, match=f"'{wanted}': allowed values are 'auto', 'cpu', 'gpu'"):
-        devices.choose_strategy(wanted)
+        devices.choose_device(wanted)
 
 
 def test_accelerator_rule_lists_what_this_runtime_has():
@@ -65,7 +70,7 @@ def test_splitting_after_start_gives_a_clear_message(fresh_process):
 
 
 def test_notebook_01_takes_no_tpu_even_where_tensorflow_reaches_one(monkeypatch):
-    """01's choose_strategy picks a GPU or the CPU; a TPU is notebook 06's own TPUStrategy cell."""
+    """01's choose_device picks a GPU or the CPU; a TPU is notebook 06's own TPUStrategy cell."""
     monkeypatch.setattr(devices, "detect_tpu", lambda: TPUStatus(True, resolver="r"))
     monkeypatch.setattr(devices, "list_gpus", lambda: [])
     with pytest.raises(ParameterError, match="'tpu': allowed values are 'auto', 'cpu', 'gpu'"):

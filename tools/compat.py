@@ -41,10 +41,10 @@ RUNTIMES = [
     ("Colab, CPU or GPU", "*Runtime > Change runtime type*: T4 GPU (or CPU)", "01-08"),
     ("Kaggle, GPU T4 x2", "*Settings > Accelerator*: GPU T4 x2; *Internet* on (to install)",
      "01-08 (06 and 08 use both GPUs)"),
-    ("Colab, TPU v5e-1", "*Runtime > Change runtime type*: v5e-1 TPU", "09, 10"),
+    ("Colab, TPU v5e-1", "*Runtime > Change runtime type*: v5e-1 TPU", "09-11"),
     ("Kaggle, TPU v5e-8", "*Settings > Accelerator*: TPU v5e-8; *Internet* on (to install)",
-     "09, 10"),
-    ("`make run` here", "nothing (the CPU)", "01-08; 09 and 10 in the Colab TPU stack's kernel"),
+     "09-11"),
+    ("`make run` here", "nothing (the CPU)", "01-08; 09-11 in the Colab TPU stack's kernel"),
 ]
 
 

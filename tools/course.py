@@ -12,7 +12,8 @@ NOTEBOOKS = ROOT / "notebooks"
 BUILD = ROOT / "build"
 
 #: The notebooks that run without TensorFlow (the TPU images), and the engines each needs.
-TPU_NOTEBOOKS = {"09_tpu_keras_jax": ("jax", "keras"), "10_tpu_pytorch_xla": ("torch_xla",)}
+TPU_NOTEBOOKS = {"09_tpu_keras_jax": ("jax", "keras"), "10_tpu_pytorch_xla": ("torch_xla",),
+                 "11_tpu_scale": ("jax", "keras")}
 TPU_KERNEL = "course-tpu"  # the kernel `make venv-tpu` registers in .venv, for `make run`
 
 #: What an install may name: a release tag (v1, v0.2.0, v0.2.0rc1) or a commit, never a branch.

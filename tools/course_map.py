@@ -30,7 +30,7 @@ RUNTIMES = {  # the runtime each notebook wants; each also runs on a CPU, with s
     "06": "several GPUs (Kaggle's T4 x2); 8 logical CPU devices elsewhere",
     "07": "a GPU (its memory is the lesson); a memory budget stands in on a CPU",
     "08": "several GPUs to scale; simulated replicas and local workers elsewhere",
-    **dict.fromkeys(("09", "10"), TPU),  # the TPU notebooks
+    **dict.fromkeys(("09", "10", "11"), TPU),  # the TPU notebooks
 }
 
 
@@ -116,7 +116,7 @@ def course_map(records: dict) -> str:
         f"processes it waited for, measured by `python -m tools.course_map measure` on {where} "
         f"({when}), on the CPU, without an accelerator. The full profile is sized for what a "
         "Colab learner runs on a GPU, and where a notebook simulates its devices on the CPU "
-        "(06's replicas without two GPUs, 09's and 10's TPU chips without a TPU) for that CPU; a "
+        "(06's replicas without two GPUs, 09's to 11's TPU chips without a TPU) for that CPU; a "
         "run still going at the measurement's budget was stopped there (`> ...`). Other work on "
         "the machine lengthens wall times more than CPU times." + busy)
 

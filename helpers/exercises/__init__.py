@@ -107,6 +107,17 @@ def patched(changes: dict[tuple[object, str], object], *spaces: dict):
             space.update({k: real[id(v)] for k, v in list(space.items()) if id(v) in real})
 
 
+@contextlib.contextmanager
+def keras_as_found(keras):
+    """Keras's distribution and global dtype policy set back as found, whatever an answer set."""
+    found = keras.distribution.distribution(), keras.mixed_precision.global_policy()
+    try:
+        yield found[1]  # the policy found
+    finally:
+        keras.distribution.set_distribution(found[0])
+        keras.mixed_precision.set_global_policy(found[1])
+
+
 def wait_until(moment: float) -> None:
     while (left := moment - time.perf_counter()) > 0:
         time.sleep(min(left, 0.002))

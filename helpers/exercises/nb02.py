@@ -6,7 +6,7 @@ import timeit
 
 import numpy as np
 
-from helpers.exercises import Device, exercise, is_number, patched, require
+from helpers.exercises import Device, exercise, is_number, keras_as_found, patched, require
 
 
 def _seconds(timer, device: Device, repeats: int) -> float:
@@ -140,16 +140,13 @@ def _check_mixed(model, kind: str, before: str) -> str | None:  # right after bu
 def mixed_model(build) -> str | None:
     import keras
 
-    original = keras.mixed_precision.global_policy()
-    try:
+    with keras_as_found(keras):
         for kind in ("gpu", "cpu", "tpu"):
             keras.mixed_precision.set_global_policy(_BEFORE[kind])
             model = build(kind)
             require(model)
             if problem := _check_mixed(model, kind, _BEFORE[kind]):
                 return problem
-    finally:
-        keras.mixed_precision.set_global_policy(original)
     return None
 
 

@@ -5,12 +5,6 @@ import numpy as np
 from helpers.exercises import exercise, require
 
 
-def _per_example(values):  # the per-example loss the check's model stands for
-    import tensorflow as tf
-
-    return tf.square(tf.cast(values, tf.float32))
-
-
 @exercise("06.1", "run the loss on every replica and reduce it",
           hint="Each replica's share must be its losses' sum divided by the GLOBAL batch size "
                "(what notebook 04's `bce` asks `tf.nn.compute_average_loss` for), so that the "
@@ -23,13 +17,17 @@ def global_loss(fn, strategy) -> str | None:
 
     if (replicas := strategy.num_replicas_in_sync) < 2:  # one replica's mean is the global one
         return "This check needs 2 or more replicas (logical_devices=2 or more) to judge it."
+
+    def per_example(values):  # the per-example loss the check's model stands for
+        return tf.square(tf.cast(values, tf.float32))
+
     values = np.random.default_rng(5).uniform(0.5, 2.0, 8 * replicas).astype("float32")
     # a full batch, then a short last one that splits unevenly (some replicas get none), even on 2
     for size in (len(values), replicas + 1):
         batch = values[:size]
         dataset = tf.data.Dataset.from_tensor_slices(batch).batch(size)
         dist_batch = next(iter(strategy.experimental_distribute_dataset(dataset)))
-        got = fn(strategy, _per_example, dist_batch, size)
+        got = fn(strategy, per_example, dist_batch, size)
         require(got)
         if type(got).__name__ == "PerReplica" or isinstance(got, list | tuple):
             return ("It returned one value per replica: `strategy.reduce` them into one "

@@ -4,7 +4,7 @@ import random
 
 import numpy as np
 
-from helpers.exercises import exercise, require
+from helpers.exercises import exercise, keras_as_found, require
 
 
 def _small_classifier(keras):  # logits, and batch norm: the step carries non-trainable state
@@ -29,11 +29,10 @@ def classifier_step(fn) -> str | None:
 
     if keras.backend.backend() != "jax":
         return "This check needs Keras on JAX (run the notebook from its first cell)."
-    found = keras.distribution.distribution(), keras.mixed_precision.global_policy()
-    if found[1].name != "float32":  # the check's models compute in float32
-        print(f"Keras's global dtype policy is {found[1].name!r} in this kernel (a cell or an "
-              "earlier attempt set it): the check ran in float32, then set it back.")
-    try:
+    with keras_as_found(keras) as found:
+        if found.name != "float32":  # the check's models compute in float32
+            print(f"Keras's global dtype policy is {found.name!r} in this kernel (a cell or an "
+                  "earlier attempt set it): the check ran in float32, then set it back.")
         keras.mixed_precision.set_global_policy("float32")
         rng = np.random.default_rng(8)
         x = rng.standard_normal((24, 6)).astype("float32")  # not 32, the batch size most typed
@@ -72,9 +71,6 @@ def classifier_step(fn) -> str | None:
                 return (f"The loss is right, but the new {name} are not Keras's after one "
                         f"step{advice}")
         return None
-    finally:  # whatever the answer set: the distribution and policy it found
-        keras.distribution.set_distribution(found[0])
-        keras.mixed_precision.set_global_policy(found[1])
 
 
 @exercise("09.2", "split a global batch between the devices",
