@@ -16,9 +16,6 @@ from helpers.errors import AcceleratorUnavailable, LateConfigurationError, too_l
 from helpers.params import ACCELERATORS, check, one_of
 
 DEVICE_MIME = "application/vnd.fast-tf-course.device+json"
-TPU_INSTALL_HINT = ("pip install tensorflow-tpu==<your TF version> --find-links "
-                    "https://storage.googleapis.com/libtpu-tf-releases/index.html, then restart "
-                    "the session")
 _MIRRORED: dict = {}  # the MirroredStrategy made so far per set of devices: see mirrored()
 
 
@@ -38,12 +35,8 @@ class GPU:  # one GPU as TensorFlow sees it
 @dataclass
 class TPUStatus:  # whether this runtime has a TPU, and whether TensorFlow can reach it
     hardware: bool
-    resolver: object | None = None
+    usable: bool = False  # tensorflow-tpu is installed: TPUStrategy can drive it (06's cell)
     message: str = "no TPU on this runtime"
-
-    @property
-    def usable(self) -> bool:
-        return self.resolver is not None
 
 
 def _installed(name: str) -> bool:  # importable here (not imported)
@@ -76,23 +69,14 @@ def tpu_hardware_present(environ: Mapping[str, str] | None = None) -> bool:
 
 
 def detect_tpu(environ: Mapping[str, str] | None = None) -> TPUStatus:
-    """Find a TPU, touching no network without one (on Colab ``tpu='local'``: a bare call fails)."""
-    platform = detect_platform(environ)
+    """A TPU, and whether TensorFlow can reach it: read from what is installed, nothing started."""
     if not tpu_hardware_present(environ):
         return TPUStatus(hardware=False)
-    if platform == "colab" and not (_installed("libtpu") or _installed("tensorflow_tpu")):
-        return TPUStatus(True, message="this Colab TPU runtime has no TensorFlow TPU support: "
-                         + TPU_INSTALL_HINT)
-    import tensorflow as tf
-
-    kwargs = {"tpu": "local"} if platform == "colab" else {}
-    try:
-        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(**kwargs)
-    except Exception as error:  # the resolver raises ValueError, NotFoundError, ...
-        return TPUStatus(True, message=f"a TPU seems attached but TensorFlow could not resolve it "
-                         f"({error}); {TPU_INSTALL_HINT}")
-    call = f"TPUClusterResolver({'tpu=' + repr(kwargs['tpu']) if kwargs else ''})"
-    return TPUStatus(hardware=True, resolver=resolver, message=f"TPU found through {call}")
+    if _version("tensorflow-tpu") is None:  # Colab's TPU images: no TensorFlow; Kaggle's: -cpu
+        return TPUStatus(True, message="this TPU runtime has no TensorFlow TPU support: pip "
+                         "install tensorflow-tpu==<your TF version> --find-links https://storage."
+                         "googleapis.com/libtpu-tf-releases/index.html, then restart the session")
+    return TPUStatus(True, usable=True, message="a TPU, with tensorflow-tpu to reach it")
 
 
 def verdict(gpus: list[GPU], tpu: TPUStatus, platform: str = "local", smi=None) -> str:

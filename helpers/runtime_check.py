@@ -33,27 +33,24 @@ def _gpu_device_name() -> str:
     return said + (" (no GPU: an empty string, easy to miss)" if said.endswith("''") else "")
 
 
-def _checkpoint_weights_path() -> str:  # probe: ModelCheckpoint with a TF weights path?
-    import keras
+def _refused(attempt: Callable[[object], object]) -> Callable[[], str]:  # probe: Keras refuses?
+    def probe() -> str:
+        import keras
 
-    try:  # the constructor checks the name; nothing is written
-        keras.callbacks.ModelCheckpoint("cp.ckpt", save_weights_only=True)
-    except ValueError as error:
-        return f"raises ValueError: {str(error).split(' (Keras')[0]}"
-    return "still accepted"
+        try:  # Keras checks the arguments first; where it accepts them, nothing is kept
+            attempt(keras)
+        except (TypeError, ValueError) as error:
+            return f"raises {type(error).__name__}: {str(error).split(' (Keras')[0]}"
+        return "still accepted"
+
+    return probe
 
 
-def _fit_workers() -> str:  # probe: does fit take workers and use_multiprocessing?
-    import keras
-
+def _fit_with_workers(keras) -> None:  # where still accepted: one epoch on two numbers
     model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
     model.compile(optimizer="sgd", loss="mse")
     x = np.zeros((2, 1), dtype="float32")
-    try:  # where still accepted, this trains one epoch on two numbers
-        model.fit(x, x, workers=2, use_multiprocessing=True, verbose=0)
-    except TypeError as error:
-        return f"raises TypeError: {error}"
-    return "still accepted"
+    model.fit(x, x, workers=2, use_multiprocessing=True, verbose=0)
 
 
 MIGRATIONS = [  # (seen in blog posts, what replaced it, what this runtime does with the old)
@@ -76,10 +73,10 @@ MIGRATIONS = [  # (seen in blog posts, what replaced it, what this runtime does 
      _has("keras.optimizers.LossScaleOptimizer.get_scaled_loss")),
     ("ModelCheckpoint('cp.ckpt', save_weights_only=True)",
      "a filepath ending in .weights.h5 with save_weights_only=True; .keras for a full model",
-     _checkpoint_weights_path),
+     _refused(lambda keras: keras.callbacks.ModelCheckpoint("cp.ckpt", save_weights_only=True))),
     ("model.fit(..., workers=4, use_multiprocessing=True)",
      "tf.data (notebook 03), or a keras.utils.PyDataset whose __init__ calls "
-     "super().__init__(workers=4, use_multiprocessing=True)", _fit_workers),
+     "super().__init__(workers=4, use_multiprocessing=True)", _refused(_fit_with_workers)),
     ("TPUClusterResolver + TPUStrategy on a Colab or Kaggle TPU",
      "Keras 3 on JAX (notebook 09) or PyTorch/XLA (10); TPUStrategy only where TensorFlow reaches "
      "a TPU: a Cloud TPU VM with tensorflow-tpu",

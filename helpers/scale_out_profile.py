@@ -4,13 +4,10 @@ import atexit
 import collections
 import contextlib
 import dataclasses
-import ipaddress
 import json
 import os
 import re
 import signal
-import socket
-import struct
 import time
 from pathlib import Path
 
@@ -127,25 +124,6 @@ class ClusterResult:  # what the cluster did: the attempts, the loss per step, a
         return self.losses[max(self.losses)]
 
 
-def outside_addresses() -> list[str]:
-    """This machine's non-loopback addresses (or interface names), where others may reach it."""
-    import fcntl  # POSIX only, as in helpers.workdirs
-
-    found, names, inet6 = set(), set(), Path("/proc/net/if_inet6")
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        for _, name in socket.if_nameindex():
-            try:  # SIOCGIFADDR: the interface's IPv4 address
-                request = struct.pack("256s", name[:15].encode())
-                found.add(socket.inet_ntoa(fcntl.ioctl(probe.fileno(), 0x8915, request)[20:24]))
-            except OSError:  # no IPv4 address (or not Linux)
-                if name != "lo" and not inet6.exists():
-                    names.add(name)
-    with contextlib.suppress(OSError):
-        found.update(str(ipaddress.ip_address(bytes.fromhex(line.split()[0])))
-                     for line in inet6.read_text().splitlines())
-    return sorted({a for a in found if not ipaddress.ip_address(a).is_loopback} | names)
-
-
 #: Why local workers must be kept from other machines (notebook 08 says it in prose too)
 LISTENS_EVERYWHERE = ("TensorFlow's workers listen on every interface whatever host TF_CONFIG "
                       "names, and take operations that read and write files from whoever "
@@ -177,16 +155,11 @@ def exposure(open_ports: bool) -> str:
         return ("This machine refuses the workers a network namespace, so a shim (LD_PRELOAD) "
                 "binds them to loopback where they ask for every interface; what they listen on "
                 "is read back from /proc once they start:")
-    if not (outside := outside_addresses()):
-        return (f"Here {host.refused}, but it has loopback interfaces only: no other machine "
-                "can reach the workers' ports.")
-    shown = ", ".join(outside[:3]) + (", ..." if len(outside) > 3 else "")
     if open_ports:
-        return (f"{LISTENS_EVERYWHERE}; here {host.refused}, so others may reach them at "
-                f"{shown}: open_ports=True accepts that; keep them out with a firewall.")
+        return (f"{LISTENS_EVERYWHERE}; here {host.refused}, so other machines may reach them: "
+                "open_ports=True accepts that; keep them out with a firewall.")
     raise WorkersRefused(f"The workers were not started: {LISTENS_EVERYWHERE}; here "
-                         f"{host.refused}, and this machine can be reached at {shown}. Set "
-                         "open_ports=True once a firewall keeps others out.")
+                         f"{host.refused}. Set open_ports=True once a firewall keeps others out.")
 
 
 def workers_may_start(open_ports: bool) -> bool:

@@ -41,25 +41,23 @@ def plot_memory(rows: dict, budget: float, title: str):
 
 def plot_mesh(shape: tuple, axes: tuple, held: dict):
     """The device mesh as a grid: each device's (data, model) place and the shards it holds."""
-    from matplotlib.patches import Rectangle
-
     rows, cols = shape
     fig, ax = subplots(figsize=(1.6 * cols + 1, 1.1 * rows + 1), layout="tight")
+    shades = np.add.outer(np.arange(rows) % 2, 2 * np.arange(cols))  # tab20's pairs: a hue a column
+    ax.imshow(shades, cmap="tab20", vmin=0, vmax=19, aspect="auto")
     for (r, c), (device, text) in held.items():
-        shade = 0.25 + 0.25 * (r % 2)
-        ax.add_patch(Rectangle((c, rows - 1 - r), 0.95, 0.9, color=f"C{c}", alpha=shade))
-        ax.text(c + 0.47, rows - 0.55 - r, f"device {device}\n({axes[0]}={r}, {axes[1]}={c})\n"
-                f"{text}", ha="center", va="center", fontsize=7)
-    ax.set(xlim=(0, cols), ylim=(0, rows), xticks=[], yticks=[],
-           xlabel=f"{axes[1]} axis: each holds a slice of every split kernel",
-           ylabel=f"{axes[0]} axis:\na share of the batch")
+        ax.text(c, r, f"device {device}\n({axes[0]}={r}, {axes[1]}={c})\n{text}", ha="center",
+                va="center", fontsize=7)
+    ax.set(xticks=[], yticks=[], xlabel=f"{axes[1]} axis: each holds a slice of every split "
+           "kernel", ylabel=f"{axes[0]} axis:\na share of the batch")
     return fig
 
 
 def run_processes(script, count: int, env: dict, folder, timeout_s: float, watch=None) -> dict:
     """``python script i port out_i`` for each process ``i``, with ``env`` added to this one's, in
     its own process group; while they run, their listening sockets are read back: one beyond
-    loopback stops them all. Returns the port, the logs, the result files read, what they heard."""
+    loopback stops them all. Returns the port, the result files read, what they listened on,
+    and a summary."""
     folder, port = Path(folder), free_ports(1)[0]
     env = {**os.environ, LAUNCHER_ENV: str(os.getpid()), **env}  # each ends if this one does
     logs = [folder / f"process-{i}.log" for i in range(count)]
@@ -91,14 +89,11 @@ def run_processes(script, count: int, env: dict, folder, timeout_s: float, watch
         tail = logs[failed[0][0]].read_text().strip().splitlines()[-1:]
         raise RuntimeError(f"process {failed[0][0]} ended with {failed[0][1]}: {tail}")
     results = [dict(np.load(o)) if o.exists() else {} for o in outs]  # those that wrote one
-    return {"port": port, "logs": logs, "results": results, "listened": sorted(seen, key=str)}
-
-
-def summary(run: dict) -> str:
-    """The run: its processes, where they listened, and what each printed (not JAX's logs)."""
-    heard = ", ".join(f"{ip}:{port}" for ip, port in run["listened"])
-    said = [line for log in run["logs"] for line in log.read_text().splitlines()
-            if line.startswith("process ")]
-    return "\n".join([f"{len(run['logs'])} processes, coordinator on 127.0.0.1:{run['port']}; "
-                      f"they listened on {heard} only (read back from /proc while they ran)",
-                      *said])
+    listened = sorted(seen, key=str)
+    heard = ", ".join(f"{ip}:{p}" for ip, p in listened)
+    said = [line for log in logs for line in log.read_text().splitlines()
+            if line.startswith("process ")]  # each process's own lines, not JAX's logs
+    summary = (f"{count} processes, coordinator on 127.0.0.1:{port}; they listened on {heard} "
+               "only (read back from /proc while they ran)")
+    return {"port": port, "results": results, "listened": listened,
+            "summary": "\n".join([summary, *said])}

@@ -11,13 +11,9 @@ def no_devices(monkeypatch):
 
 
 def tpu_support(monkeypatch, installed: bool):
-    """Whether TensorFlow's TPU library (libtpu, tensorflow_tpu) is installed, as the code sees."""
-    monkeypatch.setattr(devices, "_installed", lambda name: installed)
-
-
-def resolver_is(monkeypatch, tf, factory):
-    """TensorFlow's ``TPUClusterResolver``, replaced by ``factory``."""
-    monkeypatch.setattr(tf.distribute.cluster_resolver, "TPUClusterResolver", factory)
+    """Whether tensorflow-tpu is installed, as detect_tpu sees it (Kaggle's tensorflow-cpu not)."""
+    monkeypatch.setattr(devices, "_version", lambda *names: "tensorflow-tpu 2.20.0"
+                        if installed and names == ("tensorflow-tpu",) else None)
 
 
 def test_tpu_hardware_hints(no_devices, monkeypatch):
@@ -27,53 +23,30 @@ def test_tpu_hardware_hints(no_devices, monkeypatch):
     assert devices.tpu_hardware_present({})
 
 
-def test_no_tpu_hardware_never_calls_the_resolver(no_devices, monkeypatch, tf):
-    def resolver(**kwargs):
-        raise AssertionError("must not try to resolve a TPU where none can be attached")
-
-    resolver_is(monkeypatch, tf, resolver)
+def test_no_tpu_hardware_is_no_tpu_whatever_is_installed(no_devices, monkeypatch):
+    tpu_support(monkeypatch, True)
     status = devices.detect_tpu({})
     assert not status.hardware and not status.usable
 
 
-def test_colab_tpu_uses_local_resolver(no_devices, monkeypatch, tf):
-    calls = []
+def test_a_tpu_with_tensorflow_tpu_is_usable(no_devices, monkeypatch):
     tpu_support(monkeypatch, True)
-    resolver_is(monkeypatch, tf, lambda **kw: calls.append(kw) or "r")
-    status = devices.detect_tpu({"COLAB_TPU_ADDR": "x"})
-    assert calls == [{"tpu": "local"}]
-    assert status.usable and "tpu='local'" in status.message
+    status = devices.detect_tpu({"TPU_NAME": "local"})
+    assert status.hardware and status.usable and "tensorflow-tpu" in status.message
 
 
-def test_kaggle_tpu_uses_default_resolver(no_devices, monkeypatch, tf):
-    calls = []
-    resolver_is(monkeypatch, tf, lambda **kw: calls.append(kw) or "r")
-    status = devices.detect_tpu({"TPU_NAME": "local", "KAGGLE_KERNEL_RUN_TYPE": "Interactive"})
-    assert calls == [{}] and status.usable
-
-
-def test_colab_tpu_without_tensorflow_tpu_support_says_what_to_install(
-    no_devices, monkeypatch, tf
-):
-    tpu_support(monkeypatch, False)
-    resolver_is(monkeypatch, tf, lambda **kw: pytest.fail("no resolver without TPU support"))
-    status = devices.detect_tpu({"COLAB_TPU_ADDR": "x"})
+@pytest.mark.parametrize("environ", [{"COLAB_TPU_ADDR": "x"},  # Colab: no TensorFlow
+                                     {"TPU_NAME": "x", "KAGGLE_KERNEL_RUN_TYPE": "Interactive"}])
+def test_a_tpu_without_tensorflow_tpu_says_what_to_install(no_devices, monkeypatch, environ):
+    tpu_support(monkeypatch, False)  # Kaggle's tensorflow-cpu cannot drive its TPU
+    status = devices.detect_tpu(environ)
     assert status.hardware and not status.usable
     assert "tensorflow-tpu" in status.message and "restart" in status.message
 
 
-def test_resolver_failure_is_reported_not_raised(no_devices, monkeypatch, tf):
-    def failing(**kwargs):
-        raise ValueError("Please provide a TPU Name to connect to.")
-
-    resolver_is(monkeypatch, tf, failing)
-    status = devices.detect_tpu({"TPU_NAME": "x", "KAGGLE_KERNEL_RUN_TYPE": "Interactive"})
-    assert not status.usable and "Please provide a TPU Name" in status.message
-
-
 def test_verdicts():
     t4 = GPU(0, "Tesla T4", "7.5", 15360)
-    assert devices.verdict([], TPUStatus(True, resolver="r")).startswith("TPU: ready")
+    assert devices.verdict([], TPUStatus(True, usable=True)).startswith("TPU: ready")
     headline, advice = devices.verdict([t4], TPUStatus(False)).split("\n")
     assert headline.startswith("GPU: Tesla T4") and "15.0 GiB" in headline and "02" in advice
     headline, advice = devices.verdict([], TPUStatus(False), platform="colab").split("\n")
@@ -104,11 +77,11 @@ def test_announce_prints_outside_ipython(capsys):
 
 def test_available_kinds_and_tpu_name(monkeypatch):
     monkeypatch.setenv("TPU_ACCELERATOR_TYPE", "v3-8")
-    kinds = devices.available_kinds([GPU(0, "Tesla T4")], TPUStatus(True, resolver="r"))
+    kinds = devices.available_kinds([GPU(0, "Tesla T4")], TPUStatus(True, usable=True))
     assert kinds == {"cpu": kinds["cpu"], "gpu": "Tesla T4", "tpu": "TPU v3"}
     assert devices.available_kinds([], TPUStatus(False)).keys() == {"cpu"}
     monkeypatch.delenv("TPU_ACCELERATOR_TYPE")
-    assert devices.available_kinds([], TPUStatus(True, "r"))["tpu"] == "TPU (generation unknown)"
+    assert devices.available_kinds([], TPUStatus(True, True))["tpu"] == "TPU (generation unknown)"
 
 
 def _installed(**versions):

@@ -71,7 +71,7 @@ def test_splitting_after_start_gives_a_clear_message(fresh_process):
 
 def test_notebook_01_takes_no_tpu_even_where_tensorflow_reaches_one(monkeypatch):
     """01's choose_device picks a GPU or the CPU; a TPU is notebook 06's own TPUStrategy cell."""
-    monkeypatch.setattr(devices, "detect_tpu", lambda: TPUStatus(True, resolver="r"))
+    monkeypatch.setattr(devices, "detect_tpu", lambda: TPUStatus(True, usable=True))
     monkeypatch.setattr(devices, "list_gpus", lambda: [])
     with pytest.raises(ParameterError, match="'tpu': allowed values are 'auto', 'cpu', 'gpu'"):
         runtime_check.check_parameters(accelerator="tpu", matmul_size=256, dataset="mnist",

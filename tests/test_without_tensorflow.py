@@ -27,6 +27,7 @@ NEEDS_AN_ENGINE = {
     "helpers.lessons.nb03",
     "helpers.lessons.nb09",
     "helpers.lessons.nb10",
+    "helpers.lessons.nb11",
 }
 
 BLOCKED = """
