@@ -99,7 +99,8 @@ def test_variants_alternate_and_each_keeps_its_own_clock(pipeline):
     for r in results:  # the clock runs only in the variant's own epochs: no gap for the other's
         ends = r["log"].epoch_ends
         assert len(ends) == 4 and len(r["later_s"]) == 2
-        assert ends[1:] == pytest.approx(np.cumsum([r["first_epoch_s"], *r["later_s"]]), abs=0.01)
+        own = np.cumsum([r["first_epoch_s"], *r["later_s"]])  # the other's epoch: ~0.1 s more
+        assert ends[1:] == pytest.approx(own, abs=0.03)  # what a loaded machine adds between
         assert all(0 <= start < end <= ends[-1] + 1e-3 for _, start, end in r["log"].events)
     naive, combined = results
     assert combined["speedups"] == pytest.approx(  # round by round: naive's epoch over its own

@@ -279,7 +279,13 @@ def test_the_kernel_hands_its_lock_to_its_training_child_which_ends_with_it(tmp_
     while time.monotonic() - died < 5 and Path(f"/proc/{child}").exists() and not zombie(child):
         time.sleep(0.05)
     assert time.monotonic() - died < 5, "the child outlived its kernel by 5 s"
-    workdirs.prepare(run, "run_dir", fresh=True)  # free again
+    while True:  # free again, within the same 5 s (a loaded machine tears a process down slowly)
+        try:
+            workdirs.prepare(run, "run_dir", fresh=True)
+            break
+        except WorkFolderBusy:
+            assert time.monotonic() - died < 5, "the lock outlived the kernel by 5 s"
+            time.sleep(0.05)
 
 
 def zombie(pid: int) -> bool:
