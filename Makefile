@@ -81,7 +81,8 @@ STAGE = @start=$$(date +%s); $(MAKE) --no-print-directory $(1) || exit 1; \
 # Where `make test` keeps its stages' times, for the table it prints at the end.
 TIMES := build/test-times.txt
 
-.PHONY: help venv venv-compat venv-tpu environments run bench test lint check-notebooks units-compat \
+.PHONY: help venv venv-compat venv-tpu environments run bench test lint check-notebooks all-stacks \
+        units-compat \
         units unit \
         pinned-unit compat-notebooks tpu tpu-unit tpu-unit-without-tensorflow tpu-unit-keras-jax \
         tpu-unit-pytorch-xla kaggle-unit-pytorch-xla tpu-notebooks kaggle-notebooks \
@@ -234,19 +235,19 @@ gpu-wheels: $(UV)
 	$(GPU_WHEELS): $$(ls $(GPU_WHEELS)/*.whl | wc -l) wheels, $$mib MiB, for Python $(GPU_WHEELS_PYTHON)"
 
 # Stages run in this order and stop at the first that fails; each says how long it took.
-# `units-compat` runs three parts at a time, two workers each on two cores: the notebooks on the
-# compat stack, the unit tests on the compat stack, those marked heavy or tools on the pinned
-# one, and then, as slots free, the TPU stacks' unit tests. Each part takes longer, as thread
-# pools spin on cores they do not get, but all end sooner, since many of their tests and cells
-# wait (on children, kernels, sleeps) with a core idle. The TPU stage (`tpu`), the two TPU
-# stacks' notebook runs side by side, keeps both cores busy by itself.
+# `all-stacks` runs three parts at a time, two workers each on two cores (Kaggle's notebooks on
+# one), the longest first and each next part as a slot frees: the unit tests and the notebooks
+# on the compat stack, the notebooks on Colab's TPU stack, then on Kaggle's, the tests marked
+# heavy or tools on the pinned stack, then the TPU stacks' unit tests. Each part takes longer,
+# as thread pools spin on cores they do not get, but all end sooner, since many of their tests
+# and cells wait (on children, kernels, sleeps) with a core idle: run as two stages (`make
+# units-compat`, then `make tpu`), the first left a core idle for minutes.
 test:
 	@mkdir -p build && : > $(TIMES) && date +%s > $(TIMES).start
 	$(call STAGE,environments)
 	$(call STAGE,lint)
 	$(call STAGE,check-notebooks)
-	$(call STAGE,units-compat)
-	$(call STAGE,tpu)
+	$(call STAGE,all-stacks)
 	@awk -v total=$$(( $$(date +%s) - $$(cat $(TIMES).start) )) \
 	  'BEGIN { print "\nmake test, stage by stage:"; printf "  %-18s %8s %8s\n", "stage", "wall s", "CPU s" } \
 	   { printf "  %-18s %8d %8d\n", $$1, $$2, $$3 } \
@@ -262,8 +263,14 @@ lint: $(STAMP)
 check-notebooks: $(STAMP)
 	$(BIN)/python -m tools.check
 
-# Every stack's unit tests and the compat notebooks, side by side (see `test`): `make units`
-# the TensorFlow stacks' unit tests alone, `make tpu-unit` the TPU stacks'.
+# Every part of `make test` that runs tests, three at a time, the longest first (see `test`).
+all-stacks: $(STAMP) $(COMPAT_STAMP) $(TPU_STAMP) $(KAGGLE_STAMP)
+	@$(MAKE) --no-print-directory -j3 -Otarget unit compat-notebooks tpu-notebooks \
+	  kaggle-notebooks pinned-unit tpu-unit-keras-jax tpu-unit-without-tensorflow \
+	  kaggle-unit-pytorch-xla tpu-unit-pytorch-xla KAGGLE_SPLIT=-n0
+
+# Every stack's unit tests and the compat notebooks, side by side: `make units` the TensorFlow
+# stacks' unit tests alone, `make tpu-unit` the TPU stacks'.
 units-compat: $(STAMP) $(COMPAT_STAMP) $(TPU_STAMP) $(KAGGLE_STAMP)
 	@$(MAKE) --no-print-directory -j3 -Otarget compat-notebooks unit pinned-unit $(TPU_UNITS)
 
@@ -321,12 +328,10 @@ compat-notebooks: $(COMPAT_STAMP)
 
 # The TPU stacks: the plumbing and exercise checks of notebooks 09 and 10 (one engine per
 # process, as in the notebooks), on Colab's stack, with what runs without TensorFlow (which is
-# not installed there), and torch_xla's on Kaggle's too (its 2.8 differs); then, on each stack,
-# both notebooks twice in one kernel (exercises untouched, then solved) and their invalid
-# parameter values. `make test` runs the unit tests' four parts (seconds to a minute each) in
-# its `units-compat` stage, as slots free, and the two stacks' notebook runs as its `tpu` stage,
-# side by side (minutes each, one notebook after the other); each job's output is printed when
-# it ends.
+# not installed there), and torch_xla's on Kaggle's too (its 2.8 differs); then the notebooks,
+# on Colab's stack twice in one kernel (exercises untouched, then solved), on Kaggle's once
+# (solved), and their invalid parameter values. `make test` runs all of these in its
+# `all-stacks` stage, each part as a slot frees; each job's output is printed when it ends.
 TPU_UNITS := tpu-unit-without-tensorflow tpu-unit-keras-jax tpu-unit-pytorch-xla \
   kaggle-unit-pytorch-xla
 tpu: $(TPU_STAMP) $(KAGGLE_STAMP)

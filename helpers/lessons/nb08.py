@@ -94,6 +94,6 @@ def advice(summary, input_bound=0.2, idle=0.3):
         light = next((kind for kind, _, _ in types if not HEAVY_OPS.search(kind)), types[0][0])
         lines.append(f"Small ops: convolutions and matmuls are only {heavy:.0%} of op time; the "
                      f"rest is many small ops (the largest kind: {light}). XLA (jit_compile=True) "
-                     + ("fuses them on a GPU or TPU; on a CPU, its convolutions are slower than "
-                        "oneDNN's." if summary.device.endswith("CPU") else "fuses them."))
+                     + ("fuses them on a GPU or TPU; on a CPU, time it first (as 07 does)."
+                        if summary.device.endswith("CPU") else "fuses them."))
     return lines
