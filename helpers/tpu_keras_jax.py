@@ -36,6 +36,9 @@ def against_float64(models: dict, exact: str, own: str) -> tuple[Table, list[str
     for model, runs in models.items():
         moved = {name: flat(run["weights"]) - flat(run["start"]) for name, run in runs.items()}
         away = {name: distance(moved[name], moved[exact]) for name in runs if name != exact}
+        begin = flat(runs[exact]["start"])  # the exact update, stored in float32 weights
+        stored = distance((begin + moved[exact]).astype("float32") - begin, moved[exact])
+        assert away[own] > 3 * stored, f"{model}: {away[own]:.1e}, of it storage {stored:.1e}"
         for name, gap in away.items():
             loss = np.max(np.abs(np.subtract(runs[name]["loss"], runs[exact]["loss"])))
             rows.append([model, name, f"{loss:.2e}", f"{gap:.2e}"])

@@ -13,8 +13,7 @@ from helpers.data_parallel import batch_rule
 from helpers.errors import EngineError, RunUnreadable, show_as_one_line
 from helpers.gpu_vs_cpu_benchmark import in_turns as in_turns  # 02's: 10 calls it here
 from helpers.params import all_of, boolean, enough_images, folder, integer, validate
-from helpers.tpu_keras_jax import against_float64 as against_float64  # 09's: 10 calls them here
-from helpers.tpu_keras_jax import describe as describe
+from helpers.tpu_keras_jax import against_float64, describe  # noqa: F401 (09's: 10 calls them)
 
 CHECKPOINT = re.compile(r"^step-(\d{7})\.pt$")
 

@@ -1,17 +1,16 @@
 """The course's one yardstick for "the same update", in every notebook that compares updates.
 
-Each float32 update is measured by its distance from a float64 reference of the same step
-(nearly exact), relative to the reference's size. The run's own rounding is that distance for
-the float32 run that computes the reference's maths as written (one device, one program). An
-update that sums in another order rounds about as much, but one sample of rounding can be lucky
-(a few float32 epsilons), so rounding ends at twice the run's own, and never below a thousand
-float32 epsilons (1.19e-4), the most a sum of a thousand numbers loses; further: another update.
+Each float32 update is measured by its distance from a float64 reference of the same step,
+relative to the reference's size; the run's own rounding is the distance of the float32 run that
+computes the reference's maths as written. Another order of sums rounds about as much, but one
+sample can be lucky: rounding ends at twice the run's own, never below FLOOR (what a sum of a
+thousand numbers loses); further is another update. The step must move the weights far.
 """
 
 import numpy as np
 
 SLACK = 2
-FLOOR = 1000 * 2.0**-23  # float32's epsilon, 1.19e-7, a thousand times
+FLOOR = 1000 * 2.0**-23  # float32's epsilon, 1.19e-7, a thousand times: 1.19e-4
 
 
 def distance(update, exact) -> float:

@@ -59,6 +59,20 @@ def test_each_run_is_judged_against_float64_beside_the_runs_own_rounding():
     assert lines[0].endswith("rounding, the same update.") and lines[1].endswith("another update.")
 
 
+def test_a_step_too_small_for_float32_weights_is_refused():
+    """An update far smaller than its weights is rounded by their float32 storage alone, in every
+    run alike, so the yardstick would measure the storage, not the sums: against_float64 refuses."""
+    start = [np.full(3, 1.0)]
+    exact = {"loss": 1.0, "weights": [np.full(3, 1.0 + 1e-6)], "start": start}
+    own = {"loss": 1.0, "weights": [np.full(3, np.float32(1.0 + 1e-6))], "start": start}
+    with pytest.raises(AssertionError, match="of it storage"):
+        tpu_keras_jax.against_float64({"m": {"1": own, "64": exact}}, "64", "1")
+    far = {name: {**run, "weights": [w * 1e6 for w in run["weights"]]}
+           for name, run in {"1": own, "64": exact}.items()}  # the control: a step 1e6 times as far
+    far["1"]["weights"][0][0] *= 1 + 1e-5
+    tpu_keras_jax.against_float64({"m": far}, "64", "1")
+
+
 def test_the_float64_reference_builds_every_layer_in_float64():
     """09's reference step: notebook 04's networks keep two outputs in float32 under a mixed
     policy; in_float64 computes those in float64 too (the logit's Dense keeps its float32
