@@ -2,8 +2,8 @@
 
 Each float32 update is measured by its distance from a float64 reference of the same step,
 relative to the reference's size; the run's own rounding is the distance of the float32 run that
-computes the reference's maths as written. Another order of sums rounds about as much, but one
-sample can be lucky: rounding ends at twice the run's own, never below FLOOR (what a sum of a
+computes the reference's maths as written. Another order of sums rounds by another amount, and
+one sample can be lucky: rounding ends at twice the run's own, never below FLOOR (what a sum of a
 thousand numbers loses); further is another update. The step must move the weights far.
 """
 
@@ -31,7 +31,9 @@ def allowed(own: float) -> float:
 
 
 def line(name: str, away: float, own: float) -> str:
-    """The verdict, worded alike in every notebook (tests read it back)."""
+    """The verdict, worded alike in every notebook (tests read it back), naming a FLOOR verdict."""
     verdict = "rounding, the same update" if away <= allowed(own) else "another update"
+    if SLACK * own < away <= FLOOR:  # rounding only by the floor: the line says so
+        verdict += f" (by the floor: {away / own:.0f} times the run's own)"
     return (f"{name}: {away:.2e} from float64; this run's own rounding {own:.2e}, so up to "
             f"{allowed(own):.2e} is rounding: {verdict}.")

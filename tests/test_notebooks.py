@@ -205,16 +205,22 @@ def check_replicas(executed):
 
 # helpers.yardstick.line, read back
 YARDSTICK = re.compile(r"^(.+): (\S+) from float64; this run's own rounding (\S+), so up to "
-                       r"(\S+) is rounding: (rounding, the same update|another update)\.$", re.M)
+                       r"(\S+) is rounding: (rounding, the same update|another update)"
+                       r"( \(by the floor: \d+ times the run's own\))?\.$", re.M)
 
 
 def yardstick_lines(executed) -> list[tuple]:
-    """Every yardstick verdict a notebook printed: (name, away, own, allowed, verdict)."""
+    """Every yardstick verdict a notebook printed: (name, away, own, allowed, verdict); a
+    verdict that rests on the floor (past twice the run's own rounding) must say so."""
     found = []
     for cell in json.loads(executed.read_text())["cells"]:
         for output in cell.get("outputs", []):
-            for name, *numbers, verdict in YARDSTICK.findall("".join(output.get("text", ""))):
-                found.append((name, *map(float, numbers), verdict))
+            text = "".join(output.get("text", ""))
+            for name, *numbers, verdict, floor in YARDSTICK.findall(text):
+                away, own, allowed = map(float, numbers)
+                by_floor = verdict != "another update" and away > yardstick.SLACK * own * 1.05
+                assert bool(floor) == by_floor or abs(away / own - 2) < 0.1, f"{name}: {floor!r}"
+                found.append((name, away, own, allowed, verdict))
     return found
 
 

@@ -24,7 +24,14 @@ def test_distance_is_relative_to_the_exact_update_and_flattens_lists():
                                                 (1e-4, 1e-6, "rounding, the same update"),
                                                 (1.3e-4, 1e-6, "another update")])
 def test_rounding_ends_at_twice_the_runs_own_and_never_below_a_floor(away, own, verdict):
-    assert yardstick.line("8 devices", away, own).endswith(f": {verdict}.")
+    assert f": {verdict}" in yardstick.line("8 devices", away, own)
+
+
+def test_a_verdict_that_rests_on_the_floor_says_so():
+    assert yardstick.line("a", 5e-6, 1e-6).endswith(
+        "rounding, the same update (by the floor: 5 times the run's own).")
+    assert yardstick.line("a", 1.5e-6, 1e-6).endswith("rounding, the same update.")
+    assert yardstick.line("a", 2e-4, 1e-6).endswith("another update.")
 
 
 def executed(tmp_path, *lines):
@@ -49,6 +56,8 @@ def test_the_notebook_check_accepts_the_helpers_verdicts(tmp_path):
     "rounding, the same update.",  # an allowance that is not the yardstick's
     "a: 5.0e-06 from float64; this run's own rounding 1.0e-06, so up to 2.0e-06 is rounding: "
     "another update.",  # the floor forgotten
+    "a: 5.0e-06 from float64; this run's own rounding 1.0e-06, so up to 1.19e-04 is rounding: "
+    "rounding, the same update.",  # rounding by the floor, not said
 ])
 def test_the_notebook_check_refuses_a_wrong_verdict(tmp_path, line):
     with pytest.raises(AssertionError):
