@@ -212,18 +212,20 @@ def plot_history(history: dict, real: dict | None = None, marks: dict | None = N
 
 
 def ablation_table(rows: dict, rates: dict):
-    """Each row's median images/s (min-max), over the tutorial's and the row above's by round."""
+    """Each row's median images/s (min-max), over the tutorial's and the last row that ran's."""
     base, above, table = next(iter(rates.values())), None, []
     for name in rows:
         if name not in rates:
             table.append([name, "not applicable with this device's settings", "", ""])
             continue
         said = ["baseline", ""] if above is None else [versus(rates[name], base),
-                                                      versus(rates[name], above)]
+                                                      versus(rates[name], rates[above])]
+        if above and table[-1][0] != above:  # rows that did not run lie between: name the one
+            said[1] = f"against \"{above}\": {said[1]}"
         table.append([name, median_range(rates[name], 0, 1), *said])
-        above = rates[name]
+        above = name
     return Table(table, ["step", "images/s: median (min-max)", "vs the tutorial's, by round",
-                         "vs the row above, by round"])
+                         "vs the last row that ran, by round"])
 
 
 def plot_classes(generated, real, class_names):
@@ -297,8 +299,7 @@ class Scorer:
             note = f"trained the scoring classifier and cached it as {path.name}"
         self.features = keras.Model(self.model.input, self.model.get_layer("features").output)
         self.reference = self._run(self.features, x_reference / 255.0)
-        # the bar to aim at: 512 real images (as many as are generated) against the reference
-        self.real = self.score(x_train[:512] / 127.5 - 1.0)
+        self.real = self.score(x_train[:512] / 127.5 - 1.0)  # the bar to aim at: 512 real images
         if verbose:
             print(f"{note}; real images: score {self.real['inception_score']:.2f}, "
                   f"Fréchet distance {self.real['frechet_distance']:.2f}")

@@ -559,7 +559,10 @@ def test_the_ablation_judges_each_row_by_its_rounds_against_the_tutorial_and_the
     assert table.rows[2][3] == "1.05x (0.91-1.11x), no clear difference (the rounds disagree)"
     assert table.rows[3][3].endswith("slower in every round")
     assert table.rows[4] == ["unused", "not applicable with this device's settings", "", ""]
-    assert "median (min-max)" in table.headers[1]
+    assert "median (min-max)" in table.headers[1] and "last row that ran" in table.headers[3]
+    skipped = dict(zip(["tutorial", "unused", "course"], ((), None, ()), strict=True))
+    table = dcgan.ablation_table(skipped, {"tutorial": [100] * 5, "course": [200] * 5})
+    assert table.rows[2][3].startswith('against "tutorial": 2.00x')  # the row above did not run
     rates = {name: values[:3] for name, values in rates.items()}  # three rounds: no verdict
     assert dcgan.ablation_table(rows, rates).rows[1][2].endswith("too few rounds (3) to tell: "
                                                                  "pass rounds >= 5")

@@ -18,8 +18,7 @@ def _budget(largest: int, calls: list):  # "does this batch fit": up to largest;
           right="It finds the largest batch in a few tries, each of which costs a training step "
                 "(and maybe an OOM) for real.")
 def largest_batch(fn) -> str | None:
-    # (limit, largest that fits): a limit no power of 2, nothing fits, all fits, and 600, far
-    # from 512 and 1024 (a linear search from either takes hundreds of tries)
+    # (limit, largest that fits): no power of 2, nothing, all, and 600 (far from 512 and 1024)
     for limit, largest in ((8192, 37), (8192, 1), (100, 64), (3000, 3000), (8192, 0), (8192, 600)):
         calls = []
         got = fn(_budget(largest, calls), limit)
