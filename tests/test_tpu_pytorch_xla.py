@@ -276,8 +276,8 @@ def test_the_course_modules_notebook_10_imports_import_no_engine():
     """So that require_torch_xla runs before any engine is imported (notebook 10's cell 5)."""
     child = subprocess.run([sys.executable, "-c", (
         "import json, sys\n"
-        "from helpers import data, devices, exercises, tpu_pytorch_xla, workdirs\n"
-        "from helpers.display import Table, image_grid\n"
+        "from helpers import data, dcgan, devices, exercises, tpu_pytorch_xla, workdirs\n"
+        "from helpers.display import Table\n"
         f"print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in {ENGINES})))")],
         cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert child.returncode == 0, child.stderr[-3000:]
