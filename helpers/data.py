@@ -112,7 +112,7 @@ def _try_keras(name: str) -> tuple[ImageData | None, str]:  # keras.datasets (MN
                 (x_train, y_train), (x_test, y_test) = getattr(keras.datasets, name).load_data()
             source = f"keras.datasets.{name}"
     except Exception as error:  # no network, a cut download, a corrupt cache file
-        return None, f"download or cached file failed: {str(error).split(' -- ')[-1][:120]}"
+        return None, f"offline, or a damaged cache: {str(error).split(' -- ')[-1].strip('<>')[:99]}"
     finally:
         socket.setdefaulttimeout(previous)
     if x_train.ndim == 3:

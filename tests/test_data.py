@@ -77,7 +77,7 @@ def test_a_failed_download_falls_back_with_the_reason(monkeypatch, capsys, onlin
     images = data.load("mnist")
     assert images.notes
     out = capsys.readouterr().out
-    assert ("Could not load mnist (download or cached file failed: [Errno -2] Name or service not "
+    assert ("Could not load mnist (offline, or a damaged cache: [Errno -2] Name or service not "
             "known).") in out, "the reason, without the URL's noise"
     assert "Downloading" not in out, "Keras's download line reached the output"
 
