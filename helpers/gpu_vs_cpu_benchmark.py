@@ -17,6 +17,7 @@ from helpers.timing import Timing, device_sync, no_sync
 DTYPES = ("float32", "float16", "bfloat16")
 TABLE_HEADERS = ["device", "dtype", "n", "ms: median (min-max)", "GFLOP/s", "peak", "of peak"]
 MIN_ROUNDS = 5  # fewer rounds all agree by chance too often (1 in 8); fewer samples, no verdict
+CLEAR = 1.03  # and every round more than 3% from the level: a smaller gap is called neither way
 BLAS_IDLE_S = 0.15  # OpenBLAS's threads spin ~0.1 s after a NumPy call, taking a core from TF
 # Published dense peak TFLOP/s per dtype: NVIDIA's datasheets (tensor cores, no sparsity), Google
 Peak = namedtuple("Peak", "label tflops")  # Cloud's TPU architecture docs (bfloat16, per core)
@@ -152,10 +153,11 @@ def too_few(samples: int) -> str:
 
 def called(ratios, level: float = 1.0, ways=("faster", "slower"),
            more: str = f"pass epochs >= {MIN_ROUNDS + 1}") -> str:
-    """``ratios``, one a round, against ``level``: the course's rule (all rounds agree, 5+)."""
-    way = ways[0] if min(ratios) > level else ways[1] if max(ratios) < level else ""
+    """``ratios``, one a round, against ``level``: the course's rule (5+ rounds, all over 3%)."""
+    way = ways[0] if min(ratios) > level * CLEAR else ways[1] if max(ratios) < level / CLEAR else ""
     return (f"too few rounds ({len(ratios)}) to tell: {more}" if len(ratios) < MIN_ROUNDS
-            else f"{way} in every round" if way else "no clear difference (the rounds disagree)")
+            else f"{way} in every round" if way else
+            "no clear difference (the rounds disagree, or come within 3%)")
 
 
 def versus(values, base, ways=("faster", "slower"), more: str = f"pass rounds >= {MIN_ROUNDS}"):

@@ -160,9 +160,10 @@ def test_the_lever_sentence_groups_the_rows_by_their_verdicts_round_by_round():
     assert rows[base] == [base, "110 (100-120)", ""]
     assert rows["float32"][1:] == ["310 (300-320)", "2.82x (2.67-3.00x), faster in every round"]
     assert rows["quarter"][2] == "0.45x (0.40-0.50x), slower in every round"
-    assert rows["again"][2].endswith("no clear difference (the rounds disagree)")
+    assert rows["again"][2].endswith("no clear difference (the rounds disagree, or come within 3%)")
     assert said == (f"Against {base}, round by round: again (0.99x): no clear difference (the "
-                    "rounds disagree); float32 (2.82x): faster in every round; quarter (0.45x): "
+                    "rounds disagree, or come within 3%); float32 (2.82x): faster in every "
+                    "round; quarter (0.45x): "
                     "slower in every round.")
     # fewer than 5 timed rounds: the medians and their range, no verdict
     table, said = tpu_keras_jax.levers({base: [100, 120], "again": [99, 111]}, base)
