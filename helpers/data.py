@@ -112,7 +112,9 @@ def _try_keras(name: str) -> tuple[ImageData | None, str]:  # keras.datasets (MN
                 (x_train, y_train), (x_test, y_test) = getattr(keras.datasets, name).load_data()
             source = f"keras.datasets.{name}"
     except Exception as error:  # no network, a cut download, a corrupt cache file
-        return None, f"offline, or a damaged cache: {str(error).split(' -- ')[-1].strip('<>')[:99]}"
+        said = str(error).split(" -- ")[-1].strip("<>").split("] ")[-1][:99]  # no "[Errno -2]"
+        failed = "fetch failure" in str(error) or isinstance(error, OSError)  # URLError too
+        return None, f"{'the download failed' if failed else 'a damaged cache'}: {said}"
     finally:
         socket.setdefaulttimeout(previous)
     if x_train.ndim == 3:
@@ -130,7 +132,7 @@ def _mnist_without_keras():  # downloaded once into Keras's cache, checked (SHA-
             partial.write_bytes(response.read())
         if hashlib.sha256(partial.read_bytes()).hexdigest() != MNIST_SHA256:
             partial.unlink()
-            raise ValueError(f"{MNIST_URL} did not match its SHA-256")
+            raise OSError(f"{MNIST_URL} did not match its SHA-256")  # a failed download
         os.replace(partial, path)
     with np.load(path, allow_pickle=False) as f:
         return (f["x_train"], f["y_train"]), (f["x_test"], f["y_test"])

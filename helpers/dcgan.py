@@ -14,7 +14,6 @@ from helpers.devices import mixed_policy_for
 from helpers.display import Table, subplots
 from helpers.errors import invalid
 from helpers.gpu_vs_cpu_benchmark import median_range, versus
-from helpers.gpu_vs_cpu_benchmark import plot_rates as plot_rates  # 04's and 09's bars
 from helpers.models import scoring_classifier
 from helpers.params import all_of, check, enough_images, folder, integer, one_of, validate
 

@@ -11,7 +11,6 @@ from PIL import Image
 
 from helpers import data, params
 from helpers.display import subplots
-from helpers.gpu_vs_cpu_benchmark import MIN_ROUNDS as MIN_ROUNDS  # for 03
 from helpers.gpu_vs_cpu_benchmark import alternately, called, median_range  # 03 uses them
 from helpers.params import all_of, fits_in_memory, folder, integer, number, one_of, validate
 from helpers.timing import device_sync

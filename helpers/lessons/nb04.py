@@ -105,7 +105,7 @@ def train(run, batches, epochs, steps_per_epoch, read_back=20, step_fn=None, sav
         run.history.add_losses(pending)
         run.step.assign(step)
         run.history.end_epoch(run.generator, epoch, step, time.perf_counter() - start, images,
-                              epochs)  # prints the epoch's time, and the time left at its pace
+                              epochs)  # prints the epoch's line; before the last, time left
         if save:
             save(run, step)
         if deadline and epoch + 1 < epochs and time.time() + time.perf_counter() - start > deadline:
