@@ -55,7 +55,7 @@ def read_split(by_batch: float, by_replicas: float, noise: float, shared: bool) 
     """The batch's and the replicas' factors, counted beyond twice ``noise`` (run vs repeat)."""
     def change(factor: float) -> str:
         if abs(factor - 1) <= 2 * noise:
-            return f"changed nothing beyond the noise ({factor:.2f}x; twice it: {2 * noise:.0%})"
+            return f"changed nothing beyond twice the noise ({factor:.2f}x, within {2 * noise:.0%})"
         return f"{'added' if factor > 1 else 'cost'} {abs(factor - 1):.0%}"
     return f"The larger batch {change(by_batch)}; the replicas {change(by_replicas)}." + (
         " These replicas are slices of one chip: they add no compute; any gain is only idle time "

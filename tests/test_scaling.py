@@ -57,11 +57,11 @@ def test_sweep_over_overlapping_device_sets_on_split_devices(tf, fresh_process):
     (1.3, 0.84, True, "The larger batch added 30%; the replicas cost 16%. These replicas are "
                       "slices of one chip: they add no compute; any gain is only idle time "
                       "overlapped, not what more chips buy."),
-    (1.08, 1.2, True, "changed nothing beyond the noise (1.08x; twice it: 10%); the replicas added "
-                      "20%. These replicas are slices of one chip: they add no compute; any gain "
-                      "is only idle time overlapped, not what more chips buy."),
-    (1.09, 1.9, False, "The larger batch changed nothing beyond the noise (1.09x; twice it: 10%); "
-                      "the replicas added 90%."),
+    (1.08, 1.2, True, "changed nothing beyond twice the noise (1.08x, within 10%); the replicas "
+                      "added 20%. These replicas are slices of one chip: they add no compute; any "
+                      "gain is only idle time overlapped, not what more chips buy."),
+    (1.09, 1.9, False, "The larger batch changed nothing beyond twice the noise (1.09x, within "
+                       "10%); the replicas added 90%."),
 ])
 def test_the_split_is_read_against_the_noise(by_batch, by_replicas, shared, expected):
     """The sweep's speedup split into the batch's and the replicas' factors; a repeat 5% apart."""
