@@ -54,7 +54,7 @@ def replica_devices(count: int) -> ReplicaDevices:
 def read_split(by_batch: float, by_replicas: float, noise: float, shared: bool) -> str:
     """The batch's and the replicas' factors, counted beyond twice ``noise`` (run vs repeat)."""
     def change(factor: float) -> str:
-        if abs(factor - 1) <= 2 * noise:
+        if max(factor, 1 / factor) - 1 <= 2 * noise:  # either way up, as the noise is
             return f"changed nothing beyond twice the noise ({factor:.2f}x, within {2 * noise:.0%})"
         return f"{'added' if factor > 1 else 'cost'} {abs(factor - 1):.0%}"
     return f"The larger batch {change(by_batch)}; the replicas {change(by_replicas)}." + (

@@ -58,8 +58,8 @@ def largest_batch(fn) -> str | None:
           hint="Under a `tf.GradientTape`, take each micro-batch's gradient and add it to a "
                "running sum; after every k-th, `optimizer.apply_gradients` with the sum divided "
                "by k, then start a new sum.",
-          right="k micro-batches make the update of one batch k times larger (to float32's "
-                "rounding), in the memory of one micro-batch.")
+          right="k micro-batches make the update of one batch k times larger, in the memory "
+                "of one micro-batch.")
 def train_accumulated(fn) -> str | None:
     import tensorflow as tf
 
