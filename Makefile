@@ -257,7 +257,7 @@ test:
 environments: $(STAMP) $(COMPAT_STAMP) $(TPU_KERNEL_STAMP) $(KAGGLE_STAMP)
 
 lint: $(STAMP)
-	$(BIN)/ruff check helpers tests tools notebooks solutions
+	$(BIN)/ruff check helpers tests tools notebooks solutions docs
 	$(BIN)/check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml
 
 check-notebooks: $(STAMP)

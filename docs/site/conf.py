@@ -2,9 +2,8 @@
 builds with ``-c docs/site``: README.md as the home page, the executed notebooks in course
 order, the instructor notes. Nothing here downloads anything or executes a notebook."""
 
-from pathlib import Path
-
 import tomllib
+from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 with open(ROOT / "pyproject.toml", "rb") as f:
