@@ -51,13 +51,14 @@ def replica_devices(count: int) -> ReplicaDevices:
     return ReplicaDevices("gpu", names, split, True)
 
 
-def read_split(by_batch: float, by_replicas: float, noise: float, shared: bool) -> str:
-    """The batch's and the replicas' factors, counted beyond twice ``noise`` (run vs repeat)."""
-    def change(factor: float) -> str:
-        if max(factor, 1 / factor) - 1 <= 2 * noise:  # either way up, as the noise is
-            return f"changed nothing beyond twice the noise ({factor:.2f}x, within {2 * noise:.0%})"
+def read_split(batch: tuple, replicas: tuple, noise: float, shared: bool) -> str:
+    """Each factor as (the means', the nearest runs'), counted beyond twice ``noise``, one way."""
+    def change(factor: float, near: float) -> str:  # near: the closest run after over before
+        if (near if factor > 1 else 1 / near) - 1 <= 2 * noise:  # below 0: the runs overlap
+            return (f"changed nothing beyond twice the noise ({factor:.2f}x in the means, its "
+                    f"nearest runs {near:.2f}x: within {2 * noise:.0%})")
         return f"{'added' if factor > 1 else 'cost'} {abs(factor - 1):.0%}"
-    return f"The larger batch {change(by_batch)}; the replicas {change(by_replicas)}." + (
+    return f"The larger batch {change(*batch)}; the replicas {change(*replicas)}." + (
         " These replicas are slices of one chip: they add no compute; any gain is only idle time "
         "overlapped, not what more chips buy." if shared else "")
 
@@ -84,7 +85,6 @@ DATA_FILE = "data.npz"
 JOB_FILE = "job.json"
 PROGRESS_FILE = "progress.jsonl"
 PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
-follow_launcher = processes.follow_launcher  # in worker.py: end this worker with the notebook
 WORKER_FILE = "worker.py"
 
 

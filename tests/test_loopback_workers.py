@@ -105,7 +105,7 @@ def test_without_a_namespace_the_workers_listen_on_loopback_only_and_recover(tmp
 LISTENER = """
 import json, os, socket, sys, time
 from pathlib import Path
-from helpers.scale_out_profile import follow_launcher
+from helpers.processes import follow_launcher
 follow_launcher(interval_s=0.1)
 config = json.loads(os.environ["TF_CONFIG"])
 port = int(config["cluster"]["worker"][config["task"]["index"]].rsplit(":", 1)[1])

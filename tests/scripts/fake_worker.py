@@ -14,7 +14,8 @@ import sys
 import time
 from pathlib import Path
 
-from helpers.scale_out_profile import PROGRESS_FILE, follow_launcher
+from helpers.processes import follow_launcher
+from helpers.scale_out_profile import PROGRESS_FILE
 
 job_path = Path(sys.argv[1])
 index = json.loads(os.environ["TF_CONFIG"])["task"]["index"]
