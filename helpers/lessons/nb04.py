@@ -68,9 +68,9 @@ def update(optimizer, tape, scaled_loss, model):
 # 04_dcgan.ipynb, section 'The training step'
 def make_train_step(generator, discriminator, g_opt, d_opt, rng, d_steps=1, jit_compile=False):
     @tf.function(jit_compile=jit_compile)
-    def train_step(real, fixed_noise=None):
-        def noise():  # at the real batch's size, unless given (06 compares replica counts)
-            return rng.normal([tf.shape(real)[0], 100]) if fixed_noise is None else fixed_noise
+    def train_step(real):
+        def noise():  # fresh noise at the real batch's size
+            return rng.normal([tf.shape(real)[0], 100])
         for _ in range(d_steps - 1):  # extra discriminator updates
             with tf.GradientTape() as d_tape:
                 d_loss, _ = gan_losses(generator, discriminator, real, noise())
