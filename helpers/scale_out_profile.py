@@ -18,6 +18,7 @@ from helpers import params as rules
 from helpers.data_parallel import batch_rule
 from helpers.display import subplots
 from helpers.errors import ChildTimeout, WorkersRefused
+from helpers.gpu_vs_cpu_benchmark import MIN_ROUNDS, called, median_range
 from helpers.processes import listening
 from helpers.timing import steady_state
 
@@ -51,29 +52,24 @@ def replica_devices(count: int) -> ReplicaDevices:
     return ReplicaDevices("gpu", names, split, True)
 
 
-def read_split(batch: tuple, replicas: tuple, noise: float, shared: bool) -> str:
-    """Each factor as (the means', the nearest runs'), counted beyond twice ``noise``, one way."""
-    def change(factor: float, near: float) -> str:  # near: the closest run after over before
-        if (near if factor > 1 else 1 / near) - 1 <= 2 * noise:  # below 0: the runs overlap
-            return (f"changed nothing beyond twice the noise ({factor:.2f}x in the means, its "
-                    f"nearest runs {near:.2f}x: within {2 * noise:.0%})")
-        return f"{'added' if factor > 1 else 'cost'} {abs(factor - 1):.0%}"
-    return f"The larger batch {change(*batch)}; the replicas {change(*replicas)}." + (
+def read_split(by_batch, by_replicas, shared: bool) -> str:
+    """The batch's and the replicas' factors, one a round, read by the course's rule."""
+    def change(ratios) -> str:
+        verdict = called(ratios, more=f"pass split_rounds >= {MIN_ROUNDS}")
+        return f"{median_range(ratios, 2, 1, 'x')}, {verdict}"
+    return f"The larger batch: {change(by_batch)}; the replicas: {change(by_replicas)}." + (
         " These replicas are slices of one chip: they add no compute; any gain is only idle time "
         "overlapped, not what more chips buy." if shared else "")
 
 
-def plot(rows: list[dict], description: str):
-    """Images/s against replicas beside perfect scaling; the last four rows as points."""
-    *swept, alone, alone_again, widest_again, again = rows  # in the order they ran
-    counts, measured = [r["replicas"] for r in swept], [r["images_per_s"] for r in swept]
+def plot(rows: list[dict], points: dict, description: str):
+    """Images/s against replicas beside perfect scaling; ``points``: {label: (replicas, rates)}."""
+    counts, measured = [r["replicas"] for r in rows], [r["images_per_s"] for r in rows]
     fig, ax = subplots(figsize=(6, 3.5), layout="tight")
     ax.plot(counts, measured, "o-", label="batch per replica fixed")
     ax.plot(counts, [measured[0] * c for c in counts], "--", color="gray", label="perfect scaling")
-    ax.plot([1, 1], [alone["images_per_s"], alone_again["images_per_s"]], "s",
-            label=f"1 replica, global batch {alone['global_batch']}, twice")
-    ax.plot([1, counts[-1]], [again["images_per_s"], widest_again["images_per_s"]], "kx",
-            label="the first and the widest runs again")
+    for (label, (count, rates)), marker in zip(points.items(), "xs+", strict=False):
+        ax.plot([count] * len(rates), rates, marker, label=label)
     ax.set_xscale("log", base=2)
     ax.set_xticks(counts, [str(c) for c in counts])
     ax.set(xlabel="replicas", ylabel="training images/s", title=f"MirroredStrategy, {description}")
@@ -477,8 +473,8 @@ def _overlap(intervals, steps) -> int:
                for start, end in intervals for step_start, step_end in steps)
 
 
-def check_parameters(*, replicas, per_replica_batch, scaling_epochs, max_images, workers,
-                     global_batch_size, worker_steps, checkpoint_every, kill_at_step,
+def check_parameters(*, replicas, per_replica_batch, scaling_epochs, split_rounds, max_images,
+                     workers, global_batch_size, worker_steps, checkpoint_every, kill_at_step,
                      profile_steps, decode_ms, work_dir, open_ports):
     """Notebook 08's parameters, checked before any work: one line names a wrong one."""
     images = max_images if isinstance(max_images, int) and max_images >= 256 else 10**12  # valid
@@ -489,6 +485,7 @@ def check_parameters(*, replicas, per_replica_batch, scaling_epochs, max_images,
             lambda v: v <= most, f"at most {most}: the sweep's widest global batch, per_replica_"
             f"batch x replicas={replicas}, must fit in max_images={max_images}"))),
         scaling_epochs=(scaling_epochs, rules.integer(2, 100)),
+        split_rounds=(split_rounds, rules.integer(1, 50)),
         max_images=(max_images, rules.all_of(rules.integer(256, 10_000_000),
                                              rules.fits_in_memory(8 * 28 * 28))),
         workers=(workers, rules.integer(1, 8)),

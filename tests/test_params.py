@@ -198,9 +198,10 @@ def test_known_papermill_parameters_and_runs_without_papermill_pass(monkeypatch,
      "256: the sweep's widest global batch, per_replica_batch x replicas=8, must fit in "
      "max_images=2048")])
 def test_notebook_08_refuses_a_batch_larger_than_its_images(settings, message):
-    given = dict(replicas=2, per_replica_batch=32, scaling_epochs=2, max_images=1024, workers=2,
-                 global_batch_size=64, worker_steps=8, checkpoint_every=4, kill_at_step=6,
-                 profile_steps=2, decode_ms=0, work_dir="course_runs/x", open_ports=False)
+    given = dict(replicas=2, per_replica_batch=32, scaling_epochs=2, split_rounds=2,
+                 max_images=1024, workers=2, global_batch_size=64, worker_steps=8,
+                 checkpoint_every=4, kill_at_step=6, profile_steps=2, decode_ms=0,
+                 work_dir="course_runs/x", open_ports=False)
     assert scale_out_profile.check_parameters(**given).max_images == 1024
     with pytest.raises(ParameterError, match="^Invalid parameter max_images=10: "):  # its own rule
         scale_out_profile.check_parameters(**{**given, "max_images": 10})

@@ -54,25 +54,20 @@ def test_sweep_over_overlapping_device_sets_on_split_devices(tf, fresh_process):
 
 
 @pytest.mark.parametrize(("by_batch", "by_replicas", "shared", "expected"), [
-    ((1.3, 1.2), (0.84, 0.86), True, "The larger batch added 30%; the replicas cost 16%. These "
-     "replicas are slices of one chip: they add no compute; any gain is only idle time "
-     "overlapped, not what more chips buy."),
-    ((1.08, 1.06), (1.2, 1.15), True, "changed nothing beyond twice the noise (1.08x in the "
-     "means, its nearest runs 1.06x: within 10%); the replicas added 20%. These replicas are "
-     "slices of one chip: they add no compute; any gain is only idle time overlapped, not what "
-     "more chips buy."),
-    ((1.37, 1.08), (1.9, 1.5), False, "The larger batch changed nothing beyond twice the noise "
-     "(1.37x in the means, its nearest runs 1.08x: within 10%); the replicas added 90%."),
-    ((1.3, 0.95), (0.7, 1.02), False, "The larger batch changed nothing beyond twice the noise "
-     "(1.30x in the means, its nearest runs 0.95x: within 10%); the replicas changed nothing "
-     "beyond twice the noise (0.70x in the means, its nearest runs 1.02x: within 10%)."),
-    ((0.7, 0.85), (1.0, 1.0), False, "The larger batch cost 30%; the replicas changed nothing"),
+    ([1.3, 1.2, 1.4, 1.25, 1.5], [0.84, 0.86, 0.9, 0.8, 0.85], True, "The larger batch: 1.30x "
+     "(1.20-1.50x), faster in every round; the replicas: 0.85x (0.80-0.90x), slower in every "
+     "round. These replicas are slices of one chip: they add no compute; any gain is only idle "
+     "time overlapped, not what more chips buy."),
+    ([1.3, 1.02, 1.4, 1.25, 1.5], [1.2, 0.9, 1.3, 1.2, 1.1], False, "The larger batch: 1.30x "
+     "(1.02-1.50x), no clear difference (the rounds disagree, or come within 3%); the replicas: "
+     "1.20x (0.90-1.30x), no clear difference (the rounds disagree, or come within 3%)."),
+    ([1.5, 1.6], [0.7, 0.8], False, "The larger batch: 1.55x (1.50-1.60x), too few rounds (2) to "
+     "tell: pass split_rounds >= 5; the replicas: 0.75x (0.70-0.80x), too few rounds (2) to "
+     "tell: pass split_rounds >= 5."),
 ])
-def test_the_split_is_read_against_the_noise(by_batch, by_replicas, shared, expected):
-    """Each factor (the means', the nearest runs' across) against a repeat 5% apart: called only
-    where even the nearest runs lie beyond twice it, on the means' side (overlapping runs: not)."""
-    split = scale_out_profile.read_split(by_batch, by_replicas, 0.05, shared)
-    assert expected in split and split.startswith("The larger batch")
+def test_the_split_is_read_round_by_round(by_batch, by_replicas, shared, expected):
+    """Each factor, one ratio a round, by notebook 02's rule: 5 rounds, each over 3% one way."""
+    assert scale_out_profile.read_split(by_batch, by_replicas, shared) == expected
 
 
 def test_one_gpu_is_split_into_logical_gpus_that_fit_in_its_memory(tf, monkeypatch):
@@ -107,11 +102,15 @@ def test_several_gpus_are_used_as_they_are_with_memory_growth(tf, monkeypatch):
     assert grown == ["gpu0", "gpu1"] and devices.description == "2 GPUs"
 
 
-def test_the_plot_takes_the_controls_in_the_mirrored_order_they_ran():
-    """The sweep, then the batch alone twice, the widest again and the first again (08)."""
-    runs = [(1, 16, 100), (2, 32, 150), (1, 32, 120), (1, 32, 130), (2, 32, 160), (1, 16, 110)]
-    rows = [{"replicas": r, "global_batch": b, "images_per_s": v} for r, b, v in runs]
-    lines = scale_out_profile.plot(rows, "a test").axes[0].lines
+def test_the_plot_shows_the_sweep_and_each_run_of_the_rounds():
+    """The sweep as a line; each configuration timed in turns as points at its replica count."""
+    sweep = [(1, 100), (2, 150)]  # (replicas, images/s)
+    rows = [{"replicas": r, "global_batch": 16 * r, "images_per_s": v} for r, v in sweep]
+    points = {"first run": (1, [100, 110]), "the batch alone": (1, [120, 130]),
+              "2 replicas": (2, [160, 140])}
+    lines = scale_out_profile.plot(rows, points, "a test").axes[0].lines
     assert list(lines[0].get_ydata()) == [100, 150]  # the sweep
-    assert list(lines[2].get_ydata()) == [120, 130]  # 1 replica at the widest's batch, twice
-    assert list(lines[3].get_ydata()) == [110, 160]  # the first and the widest again
+    assert list(lines[1].get_ydata()) == [100, 200]  # perfect scaling from the first
+    assert [list(line.get_xdata()) for line in lines[2:]] == [[1, 1], [1, 1], [2, 2]]
+    assert [list(line.get_ydata()) for line in lines[2:]] == [[100, 110], [120, 130], [160, 140]]
+    assert [line.get_label() for line in lines[2:]] == list(points)
