@@ -136,7 +136,8 @@ def test_notebook_runs_with_test_parameters(path, tmp_path):
         f"the kernel imported {result.imported}, not {engines}")
     if path.stem in course.TPU_NOTEBOOKS:
         check_tpu_notebook(path.stem, result)
-    if path.stem in ("06_data_parallel", "08_scale_out_profile", *course.TPU_NOTEBOOKS):
+    if path.stem in ("06_data_parallel", "07_out_of_memory", "08_scale_out_profile",
+                     *course.TPU_NOTEBOOKS):
         check_yardstick(result.executed)
     if path.stem == "06_data_parallel":
         check_replicas(result.executed)
@@ -225,7 +226,7 @@ def yardstick_lines(executed) -> list[tuple]:
 
 
 def check_yardstick(executed):
-    """06, 08, 09 and 10 judge "the same update" alike: each prints the yardstick's lines, and
+    """06 to 11 judge "the same update" alike: each prints the yardstick's lines, and
     none calls a difference rounding that lies further from float64 than the run's own rounding
     allows (yardstick.allowed), nor the reverse; the numbers carry two digits, hence the 5%."""
     lines = yardstick_lines(executed)

@@ -10,8 +10,9 @@ from helpers.exercises import exercise, require
                "(what notebook 04's `bce` asks `tf.nn.compute_average_loss` for), so that the "
                "shares add up to the mean; which `ReduceOp` adds them?",
           right="`strategy.run` computed each replica's share of the loss and `strategy.reduce` "
-                "summed them into the global batch's mean, on every replica count and with a "
-                "short last batch: the number notebook 04's distributed step reports.")
+                "summed them into the global batch's mean, on this notebook's replicas, with a "
+                "full batch and a short last one: the number notebook 04's distributed step "
+                "reports.")
 def global_loss(fn, strategy) -> str | None:
     import tensorflow as tf
 
