@@ -153,8 +153,10 @@ def too_few(samples: int) -> str:
 
 def called(ratios, level: float = 1.0, ways=("faster", "slower"),
            more: str = f"pass epochs >= {MIN_ROUNDS + 1}") -> str:
-    """``ratios``, one a round, against ``level``: the course's rule (5+ rounds, all over 3%)."""
-    way = ways[0] if min(ratios) > level * CLEAR else ways[1] if max(ratios) < level / CLEAR else ""
+    """``ratios``, one a round, against ``level``: the course's rule (5+ rounds, all over 3%
+    as the tables print them, to two decimals, so that none prints on the line)."""
+    low, high = round(min(ratios) / level, 2), round(max(ratios) / level, 2)
+    way = ways[0] if low > CLEAR else ways[1] if high < round(1 / CLEAR, 2) else ""
     return (f"too few rounds ({len(ratios)}) to tell: {more}" if len(ratios) < MIN_ROUNDS
             else f"{way} in every round" if way else
             "no clear difference (the rounds disagree, or come within 3%)")
