@@ -38,8 +38,8 @@ def _seconds(timer, device: Device, repeats: int) -> float:
                "`repeats` samples: start the clock, call `fn()`, wait with "
                "`tf.test.experimental.sync_devices()` (or read the result), stop the clock; "
                "return `float(np.median(samples))`.",
-          right="It leaves the first call out, waits for the device in every sample, and one "
-                "slow sample does not move it.")
+          right="It leaves the first call out, waits for the device in every sample, and takes "
+                "a median, which one slow sample does not move from three samples on.")
 def median_seconds(timer) -> str | None:
     trace_s, work_s, slow_s = 0.2, 0.01, 0.2  # the first call's tracing, a call's work, an outlier
     ours = [_median_s(Device(work_s), 3)]  # the check's own timer, before and after each of theirs
